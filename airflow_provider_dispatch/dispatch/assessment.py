@@ -1,0 +1,355 @@
+"""One pure function from (TrainJob, JobSet, pods, nodes) to a status (DESIGN §3.1, §7).
+
+States, precisely (first match wins):
+
+* `succeeded` / `failed`: the TrainJob has the condition `Complete` / `Failed` True (k8s-apis §1.3; Kueue's
+  `Finished()` reads the same two). Remaining pods are still listed in the detail.
+* `running`: `spec.suspend` is not true: the object is admitted and unsuspended (plain mode: by dispatch;
+  Kueue mode: by Kueue after every admission check was Ready).
+* `held`: `spec.suspend` is true, the hold is observed (below) and no pod of the object remains.
+* `waiting`: `spec.suspend` is true, but pods remain or the hold is not observed yet.
+
+"Hold observed" (DESIGN §3.1): the TrainJob's `Suspended` condition is True and, where a JobSet of that name
+exists, it has `spec.suspend: true`. Until then Jobs may still create pods after a check.
+
+`drained` means no pod remains. `ceased` means every remaining pod's processes are proven gone; it is True
+when none remains (nothing can run), so "drained or ceased" reads simply as `ceased`.
+
+The managed-by-dispatch check lives here too: a managed object carries valid `job-id` and `submission` labels,
+and its admission annotation, when present, is a valid admission number (absent means 0: never admitted).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+
+from airflow_provider_dispatch.dispatch.blocking import RemainingPod, remaining_pods
+from airflow_provider_dispatch.dispatch.errors import InvalidNameError, NotManagedError
+from airflow_provider_dispatch.dispatch.explain import admission_check_line, remaining_detail
+from airflow_provider_dispatch.dispatch.nodes import NodeLookup
+from airflow_provider_dispatch.dispatch.selection import Selection
+from airflow_provider_dispatch.dispatch.validation import (
+    Ref,
+    parse_admission_number,
+    validate_job_id,
+    validate_submission,
+)
+from airflow_provider_dispatch.dispatch.vocabulary import (
+    ANNOTATION_ADMISSION,
+    CONDITION_COMPLETE,
+    CONDITION_FAILED,
+    CONDITION_SUSPENDED,
+    LABEL_JOB_ID,
+    LABEL_KUEUE_QUEUE_NAME,
+    LABEL_SUBMISSION,
+    annotations_of,
+    condition,
+    condition_is_true,
+    field,
+    labels_of,
+    name_of,
+    namespace_of,
+    object_list,
+)
+
+
+class Mode(StrEnum):
+    PLAIN = "plain"
+    KUEUE = "kueue"
+
+
+class State(StrEnum):
+    HELD = "held"
+    WAITING = "waiting"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+
+
+@dataclass(frozen=True)
+class Execution:
+    """The execution identity (job id, submission, A) (DESIGN §2). A 0 means never admitted by dispatch."""
+
+    job_id: str
+    submission: str
+    admission: int
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"job_id": self.job_id, "submission": self.submission, "admission": self.admission}
+
+
+@dataclass(frozen=True)
+class ManagedObject:
+    """What dispatch reads off a TrainJob it manages."""
+
+    ref: Ref
+    job_id: str
+    submission: str
+    admission: int
+    mode: Mode
+    uid: str | None
+    resource_version: str | None
+
+    @property
+    def execution(self) -> Execution:
+        return Execution(self.job_id, self.submission, self.admission)
+
+    @property
+    def selection(self) -> Selection:
+        return Selection(self.ref.namespace, self.ref.name, self.job_id, self.submission)
+
+
+def managed(trainjob: Mapping[str, Any]) -> ManagedObject:
+    """The object as dispatch manages it, or NotManagedError saying which label or annotation is wrong."""
+    ref = Ref(namespace_of(trainjob), name_of(trainjob))
+    text = str(ref)
+    found = labels_of(trainjob)
+    for key in (LABEL_JOB_ID, LABEL_SUBMISSION):
+        if key not in found:
+            raise NotManagedError(
+                f"TrainJob {text} is not managed by dispatch: it lacks the label {key}. Open it through "
+                f"dispatch, or add the labels {LABEL_JOB_ID} and {LABEL_SUBMISSION}.",
+                ref=text,
+            )
+    try:
+        job_id = validate_job_id(found[LABEL_JOB_ID], ref=text)
+        submission = validate_submission(found[LABEL_SUBMISSION], ref=text)
+        raw = annotations_of(trainjob).get(ANNOTATION_ADMISSION)
+        admission = 0 if raw is None else parse_admission_number(raw, ref=text)
+    except InvalidNameError as error:
+        raise NotManagedError(
+            f"TrainJob {text} is not managed by dispatch: {error.message}. Fix the label or annotation.",
+            ref=text,
+        ) from error
+    uid = field(trainjob, "metadata", "uid")
+    rv = field(trainjob, "metadata", "resourceVersion")
+    return ManagedObject(
+        ref=ref,
+        job_id=job_id,
+        submission=submission,
+        admission=admission,
+        mode=Mode.KUEUE if LABEL_KUEUE_QUEUE_NAME in found else Mode.PLAIN,
+        uid=uid if isinstance(uid, str) else None,
+        resource_version=rv if isinstance(rv, str) else None,
+    )
+
+
+def is_held(trainjob: Mapping[str, Any]) -> bool:
+    """`spec.suspend` is true (plain mode: dispatch's hold; Kueue mode: Kueue's)."""
+    return field(trainjob, "spec", "suspend") is True
+
+
+def hold_not_observed(trainjob: Mapping[str, Any], jobset: Mapping[str, Any] | None) -> str | None:
+    """Why the hold is not observed yet, or None when it is (DESIGN §3.1)."""
+    ref = f"{namespace_of(trainjob)}/{name_of(trainjob)}"
+    if not is_held(trainjob):
+        return f"TrainJob {ref} is not held (spec.suspend is not true)"
+    if not condition_is_true(trainjob, CONDITION_SUSPENDED):
+        return (
+            f"TrainJob {ref} is held but its Suspended condition is not True yet: Trainer has not observed "
+            "the hold, so Jobs may still create pods; retry shortly"
+        )
+    if jobset is not None and field(jobset, "spec", "suspend") is not True:
+        return (
+            f"JobSet {ref} does not have spec.suspend true yet: the hold has not reached it, so its Jobs may "
+            "still create pods; retry shortly"
+        )
+    return None
+
+
+def hold_observed(trainjob: Mapping[str, Any], jobset: Mapping[str, Any] | None) -> bool:
+    return hold_not_observed(trainjob, jobset) is None
+
+
+def finished(trainjob: Mapping[str, Any]) -> tuple[State, Mapping[str, Any]] | None:
+    """`succeeded`/`failed` with the condition that says so, or None while the TrainJob has not finished."""
+    for condition_type, state in ((CONDITION_COMPLETE, State.SUCCEEDED), (CONDITION_FAILED, State.FAILED)):
+        entry = condition(trainjob, condition_type)
+        if entry is not None and entry.get("status") == "True":
+            return state, entry
+    return None
+
+
+@dataclass(frozen=True)
+class AdmissionCheckState:
+    """One entry of a Workload's `status.admissionChecks` (k8s-apis §4.2)."""
+
+    name: str
+    state: str
+    message: str
+
+    @property
+    def line(self) -> str:
+        return admission_check_line(self.name, self.state, self.message)
+
+    def as_dict(self) -> dict[str, str]:
+        return {"name": self.name, "state": self.state, "message": self.message}
+
+
+def admission_checks(workload: Mapping[str, Any] | None) -> tuple[AdmissionCheckState, ...]:
+    return tuple(
+        AdmissionCheckState(str(c.get("name", "")), str(c.get("state", "")), str(c.get("message", "")))
+        for c in object_list(workload, "status", "admissionChecks")
+    )
+
+
+@dataclass(frozen=True)
+class Status:
+    """What inspect and find return (DESIGN §7)."""
+
+    ref: str
+    state: State
+    mode: Mode
+    execution: Execution
+    cause: str
+    detail: str
+    remaining: tuple[RemainingPod, ...]
+    drained: bool
+    ceased: bool
+    hold_observed: bool
+    admission_checks: tuple[AdmissionCheckState, ...] = ()
+    resource_version: str | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "ref": self.ref,
+            "state": self.state.value,
+            "mode": self.mode.value,
+            "execution": self.execution.as_dict(),
+            "cause": self.cause,
+            "detail": self.detail,
+            "remaining": [pod.as_dict() for pod in self.remaining],
+            "drained": self.drained,
+            "ceased": self.ceased,
+            "hold_observed": self.hold_observed,
+            "admission_checks": [check.as_dict() for check in self.admission_checks],
+            "resource_version": self.resource_version,
+        }
+
+
+def _kueue_cause(workload: Mapping[str, Any] | None, checks: tuple[AdmissionCheckState, ...]) -> str:
+    if workload is None:
+        return "waiting for Kueue: no Workload yet"
+    if field(workload, "spec", "active") is False:
+        return "held: Workload deactivated"
+    pending = [c for c in checks if c.state != "Ready"]
+    if pending:
+        return f"waiting for admission check {pending[0].name} ({pending[0].state})"
+    return "waiting for Kueue admission"
+
+
+def assess(
+    trainjob: Mapping[str, Any],
+    jobset: Mapping[str, Any] | None,
+    pods: Iterable[Mapping[str, Any]],
+    nodes: Mapping[str, NodeLookup],
+    *,
+    workload: Mapping[str, Any] | None = None,
+    now: datetime | None = None,
+) -> Status:
+    """The status of one managed TrainJob, from one consistent read of its pods and the blocking pods' nodes.
+
+    `pods` may be the namespace's pods or already selected ones (selection is applied again); `nodes` maps
+    node names to Node objects or `NodeRead.GONE` / `NodeRead.NOT_READABLE` (a node not in it is unknown: not
+    ceased).
+    """
+    obj = managed(trainjob)
+    remaining = remaining_pods(obj.selection.select(pods), nodes)
+    drained = not remaining
+    ceased = all(pod.ceased for pod in remaining)
+    not_observed = hold_not_observed(trainjob, jobset)
+    checks = admission_checks(workload) if obj.mode is Mode.KUEUE else ()
+    lines: list[str] = []
+
+    done = finished(trainjob)
+    if done is not None:
+        state, entry = done
+        reason = str(entry.get("reason", "")) or "no reason given"
+        cause = f"{entry.get('type')}: {reason}"
+        if entry.get("message"):
+            lines.append(str(entry.get("message")))
+    elif not is_held(trainjob):
+        state = State.RUNNING
+        cause = f"execution {obj.admission} admitted" + (" by Kueue" if obj.mode is Mode.KUEUE else "")
+        lines.append(
+            f"TrainJob {obj.ref} runs execution {obj.admission} of job id {obj.job_id}, submission "
+            f"{obj.submission}; {len(remaining)} of its pods are not finished"
+        )
+    elif not_observed is None and drained:
+        state = State.HELD
+        cause = _kueue_cause(workload, checks) if obj.mode is Mode.KUEUE else "held"
+        lines.append(f"no pod of TrainJob {obj.ref} remains")
+    else:
+        state = State.WAITING
+        cause = "pods remain" if remaining else "suspension not yet observed"
+        if not_observed is not None:
+            lines.append(not_observed)
+
+    if state is not State.RUNNING:
+        if remaining:
+            lines.append(remaining_detail(remaining, now=now))
+        lines.extend(check.line for check in checks)
+
+    return Status(
+        ref=str(obj.ref),
+        state=state,
+        mode=obj.mode,
+        execution=obj.execution,
+        cause=cause,
+        detail="\n".join(lines),
+        remaining=remaining,
+        drained=drained,
+        ceased=ceased,
+        hold_observed=not_observed is None,
+        admission_checks=checks,
+        resource_version=obj.resource_version,
+    )
+
+
+@dataclass(frozen=True)
+class DrainReport:
+    """The remaining pods of an object and whether they ceased: what the sensor, trigger and `ceased` need.
+
+    `resource_version` is the pod list's: a dedupe key for events built from this report (anchors §8.8).
+    """
+
+    ref: str
+    remaining: tuple[RemainingPod, ...]
+    resource_version: str
+    detail: str
+
+    @property
+    def drained(self) -> bool:
+        return not self.remaining
+
+    @property
+    def ceased(self) -> bool:
+        return all(pod.ceased for pod in self.remaining)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "ref": self.ref,
+            "remaining": [pod.as_dict() for pod in self.remaining],
+            "drained": self.drained,
+            "ceased": self.ceased,
+            "resource_version": self.resource_version,
+            "detail": self.detail,
+        }
+
+
+def drain_report(
+    ref: str,
+    selection: Selection,
+    pods: Iterable[Mapping[str, Any]],
+    nodes: Mapping[str, NodeLookup],
+    resource_version: str,
+    *,
+    now: datetime | None = None,
+) -> DrainReport:
+    remaining = remaining_pods(selection.select(pods), nodes)
+    detail = remaining_detail(remaining, now=now) if remaining else f"no pod of TrainJob {ref} remains"
+    return DrainReport(ref=ref, remaining=remaining, resource_version=resource_version, detail=detail)

@@ -1,0 +1,211 @@
+"""Cause texts and what would unblock them (DESIGN §7, anchors §8.6-8.7).
+
+The explanation must let a person act without kubectl: it names each remaining pod and its node with the node
+state, says why the pod still counts, what event would release it, and what the person can do. For a lost node
+it gives the exact taint command, with the instruction to confirm power-off first and to remove the taint
+afterwards. It never suggests deleting pods by force: that removes the pod object, not its processes, and
+would defeat the rule (anchors §0.5).
+
+Pure text: the only clock is the `now` parameter, used to say how far away a grace-period deadline is.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from datetime import UTC, datetime
+
+from airflow_provider_dispatch.dispatch.blocking import Blocking, RemainingPod
+from airflow_provider_dispatch.dispatch.nodes import NodeState, Presence, Readiness
+from airflow_provider_dispatch.dispatch.vocabulary import TAINT_OUT_OF_SERVICE, TAINT_OUT_OF_SERVICE_VALUE
+
+#: Kueue's `status.admissionChecks[].message` maxLength (k8s-apis §4.2)
+ADMISSION_CHECK_MESSAGE_LIMIT = 32768
+
+
+def taint_command(node: str) -> str:
+    """The command that declares a node's shutdown confirmed (non-graceful node shutdown, k8s-apis §5.4)."""
+    return f"kubectl taint node {node} {TAINT_OUT_OF_SERVICE}={TAINT_OUT_OF_SERVICE_VALUE}:NoExecute"
+
+
+def untaint_command(node: str) -> str:
+    return f"kubectl taint node {node} {TAINT_OUT_OF_SERVICE}-"
+
+
+def pod_on_node(pod: RemainingPod) -> str:
+    """`<pod> on <node> (<node state>)`; a pod never scheduled reads `<pod> on no node (not scheduled)`."""
+    if pod.node.presence is Presence.UNSCHEDULED:
+        return f"{pod.name} on no node ({pod.node.label})"
+    return f"{pod.name} on {pod.node.name} ({pod.node.label})"
+
+
+def remaining_line(pods: Sequence[RemainingPod]) -> str:
+    """`remaining pods: <pod> on <node> (<node state>), ...` (DESIGN §7)."""
+    return "remaining pods: " + ", ".join(pod_on_node(p) for p in pods)
+
+
+def kueue_waiting_message(pods: Sequence[RemainingPod], limit: int = ADMISSION_CHECK_MESSAGE_LIMIT) -> str:
+    """The admission check message while pods remain (DESIGN §6), cut to fit the Workload's field limit."""
+    head = "waiting for pods of the previous execution to go: "
+    parts = [f"{p.name} on {p.node.name}" if p.node.name else f"{p.name} on no node" for p in pods]
+    text = head + ", ".join(parts)
+    shown = len(parts)
+    while len(text) > limit and shown > 0:
+        shown -= 1
+        text = head + ", ".join(parts[:shown]) + f", and {len(parts) - shown} more"
+    return text[:limit]
+
+
+def admission_check_line(name: str, state: str, message: str) -> str:
+    """`admission check <name> <state>: <message>` (DESIGN §7)."""
+    return f"admission check {name} {state}: {message}"
+
+
+def _names(pods: Iterable[RemainingPod]) -> str:
+    names = [p.name for p in pods]
+    return ("pod " if len(names) == 1 else "pods ") + ", ".join(names)
+
+
+def _cap(text: str) -> str:
+    return text[:1].upper() + text[1:]
+
+
+def _it(pods: Sequence[RemainingPod], one: str, many: str) -> str:
+    return one if len(pods) == 1 else many
+
+
+def _parse_time(text: str) -> datetime | None:
+    try:
+        parsed = datetime.fromisoformat(text)
+    except ValueError:
+        return None
+    return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)
+
+
+def _deadline_text(pods: Sequence[RemainingPod], now: datetime | None) -> str:
+    """The latest deletionTimestamp of the pods: the apiserver sets it to deletion + grace (k8s-apis §5.2)."""
+    stamps = [(p.deletion_timestamp, _parse_time(p.deletion_timestamp)) for p in pods if p.deletion_timestamp]
+    if not stamps:
+        return ""
+    known = [(raw, parsed) for raw, parsed in stamps if parsed is not None]
+    if not known:
+        return f": by {stamps[0][0]}"
+    raw, latest = max(known, key=lambda item: item[1])
+    if now is None:
+        return f": by {raw}"
+    seconds = int((latest - now).total_seconds())
+    if seconds >= 0:
+        return f": by {raw} (in {seconds}s)"
+    return f": by {raw} ({-seconds}s ago, and the kubelet has not confirmed yet)"
+
+
+def _lost_node(node: NodeState, pods: Sequence[RemainingPod]) -> str:
+    name = node.name or ""
+    state = node.label if node.ready_reported else f"{node.label}, it has never reported a Ready condition"
+    deleting = _it(pods, "the pod object would not stop its", "the pod objects would not stop their")
+    return (
+        f"Node {name} is not Ready ({state}): its kubelet cannot confirm that {_names(pods)} stopped, so "
+        f"{_it(pods, 'it stays', 'they stay')} until the node is deleted or tainted out-of-service after its "
+        f"shutdown is confirmed. First confirm that {name} is shut down (powered off), then run "
+        f"`{taint_command(name)}`; remove the taint once the node is repaired or deleted "
+        f"(`{untaint_command(name)}`). Deleting {deleting} processes."
+    )
+
+
+def _ready_node(node: NodeState, pods: Sequence[RemainingPod], now: datetime | None) -> list[str]:
+    name = node.name or ""
+    texts: list[str] = []
+    if node.out_of_service:
+        texts.append(
+            f"Node {name} carries the {TAINT_OUT_OF_SERVICE} taint but is Ready=True: the taint is not proof "
+            f"that {_names(pods)} stopped, since the node's kubelet is alive (PodGC ignores the taint on a "
+            f"Ready node). If the node was tainted by mistake, remove the taint (`{untaint_command(name)}`)."
+        )
+    terminating = [p for p in pods if p.terminating]
+    running = [p for p in pods if not p.terminating]
+    if terminating:
+        texts.append(
+            f"{_cap(_names(terminating))} on node {name} (Ready=True) "
+            f"{_it(terminating, 'is', 'are')} terminating: {_it(terminating, 'it goes', 'they go')} when the "
+            f"kubelet confirms termination, at most the grace period{_deadline_text(terminating, now)}."
+        )
+    if running:
+        texts.append(
+            f"{_cap(_names(running))} on node {name} (Ready=True) {_it(running, 'is', 'are')} running "
+            f"and not being deleted: {_it(running, 'it goes', 'they go')} when "
+            f"{_it(running, 'it finishes', 'they finish')} or {_it(running, 'its', 'their')} controller "
+            f"deletes {_it(running, 'it', 'them')} (the Job controller deletes the pods of a suspended Job: "
+            "check that the TrainJob's Jobs are suspended)."
+        )
+    return texts
+
+
+def _node_group(node: NodeState, pods: Sequence[RemainingPod], now: datetime | None) -> list[str]:
+    texts: list[str] = []
+    kueue_failed = [p for p in pods if p.blocking is Blocking.FAILED_WITHOUT_PROOF]
+    if kueue_failed:
+        texts.append(
+            f"{_cap(_names(kueue_failed))} {_it(kueue_failed, 'was', 'were')} marked Failed by Kueue's "
+            f"failure recovery without proof that {_it(kueue_failed, 'its', 'their')} containers stopped, so "
+            f"{_it(kueue_failed, 'it blocks', 'they block')} until node {node.name} is ceased."
+        )
+    name = node.name or ""
+    if node.presence is Presence.UNSCHEDULED:
+        texts.append(
+            f"{_cap(_names(pods))} {_it(pods, 'was', 'were')} never scheduled: "
+            f"{_it(pods, 'it runs', 'they run')} nothing, but could still be bound to a node, so "
+            f"{_it(pods, 'it blocks', 'they block')} until deleted (the Job controller deletes the pods of a "
+            f"suspended Job)."
+        )
+    elif node.presence is Presence.GONE:
+        texts.append(
+            f"Node {name} is gone: the processes of {_names(pods)} are proven gone (ceased); PodGC deletes "
+            f"{_it(pods, 'the pod', 'the pods')} after its 40s quarantine, and then the release can proceed."
+        )
+    elif node.presence is Presence.NOT_READABLE:
+        texts.append(
+            f"Node {name} is not readable with these credentials, so cessation of {_names(pods)} cannot be "
+            f"proven: grant get and list on nodes (a ClusterRole) to the identity dispatch uses. Until then "
+            f"{_it(pods, 'the pod', 'the pods')} must go by {_it(pods, 'itself', 'themselves')}."
+        )
+    elif node.ceased:
+        texts.append(
+            f"Node {name} is out-of-service and Ready={(node.ready or Readiness.UNKNOWN).value}: the "
+            f"processes of {_names(pods)} are "
+            f"proven gone (ceased); PodGC deletes {_it(pods, 'the pod', 'the pods')} within about 20s, and "
+            f"then the release can proceed. Remove the taint once the node is repaired or deleted "
+            f"(`{untaint_command(name)}`)."
+        )
+    elif node.ready is Readiness.TRUE:
+        texts.extend(_ready_node(node, pods, now))
+    else:
+        texts.append(_lost_node(node, pods))
+    return texts
+
+
+def unblock_hints(pods: Sequence[RemainingPod], *, now: datetime | None = None) -> tuple[str, ...]:
+    """What would unblock the object, one text per node (and one for the pods never scheduled)."""
+    groups: dict[str | None, list[RemainingPod]] = {}
+    states: dict[str | None, NodeState] = {}
+    for pod in pods:
+        groups.setdefault(pod.node.name, []).append(pod)
+        states.setdefault(pod.node.name, pod.node)
+    texts: list[str] = []
+    for key, members in groups.items():
+        texts.extend(_node_group(states[key], members, now))
+    return tuple(texts)
+
+
+def remaining_detail(pods: Sequence[RemainingPod], *, now: datetime | None = None) -> str:
+    """The cause detail while pods remain: the remaining-pods line, then one line per hint."""
+    return "\n".join((remaining_line(pods), *unblock_hints(pods, now=now)))
+
+
+def pods_remain_message(ref: str, pods: Sequence[RemainingPod], *, now: datetime | None = None) -> str:
+    """The PodsRemainError message (DESIGN §5; the seed's ErrPodsRemain)."""
+    count = f"{len(pods)} pod" if len(pods) == 1 else f"{len(pods)} pods"
+    return (
+        f"TrainJob {ref} is not admitted: {count} of the previous execution "
+        f"{'remains' if len(pods) == 1 else 'remain'}, so the previous execution may still run. "
+        f"{remaining_line(pods)}. The hold stays in force. What would unblock it: "
+        + " ".join(unblock_hints(pods, now=now))
+    )

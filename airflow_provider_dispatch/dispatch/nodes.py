@@ -1,0 +1,137 @@
+"""Node states and cessation (DESIGN §4, §7).
+
+A remaining pod's processes are proven gone ("ceased") when its node is deleted, or carries the taint
+`node.kubernetes.io/out-of-service` (any value, any effect) AND its Ready condition is not True. The second
+half is PodGC's own test (`kubernetes/kubernetes:pkg/controller/podgc/gc_controller.go` `gcTerminating`: not
+Ready and the taint key present; k8s-apis §5.4): a taint on a Ready node is a mistake, not proof.
+
+Decisions recorded here:
+
+* A Node without a Ready condition is shown as `Ready=Unknown` and is not Ready. PodGC treats the absence as
+  not ready (k8s-apis §5.3), and "the kubelet has not reported" is what Unknown means, so the five states of
+  DESIGN §7 stay five. `NodeState.ready_reported` keeps the difference for explanations.
+* A Ready status other than True/False/Unknown (which the API does not produce) reads as Unknown.
+* A node that could not be read for lack of permission is `not readable` and never ceases: cessation is not
+  proven where Nodes cannot be read (DESIGN §4).
+* A node name we have no answer for at all (not looked up) reads as `not readable` too: unknown is never
+  ceased.
+* A pod with no `spec.nodeName` was never scheduled and runs nothing (DESIGN §4): its state is `not scheduled`
+  and it counts as ceased. It still *remains* for the drain check (blocking.py): it could still be bound to a
+  node, so release waits until it is deleted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import Enum, StrEnum
+from typing import Any, TypeAlias
+
+from airflow_provider_dispatch.dispatch.vocabulary import (
+    CONDITION_READY,
+    TAINT_OUT_OF_SERVICE,
+    condition,
+    field,
+)
+
+
+class Readiness(StrEnum):
+    """`status.conditions[type=Ready].status` of a Node."""
+
+    TRUE = "True"
+    FALSE = "False"
+    UNKNOWN = "Unknown"
+
+
+class NodeRead(Enum):
+    """What a driver learnt instead of a Node object: it does not exist (404), or we may not read it (403)."""
+
+    GONE = "gone"
+    NOT_READABLE = "not readable"
+
+
+class Presence(StrEnum):
+    PRESENT = "present"
+    GONE = "gone"
+    NOT_READABLE = "not readable"
+    UNSCHEDULED = "not scheduled"
+
+
+#: per node name: the Node object as the API returned it, or what stood in for it
+NodeLookup: TypeAlias = Mapping[str, Any] | NodeRead
+
+
+@dataclass(frozen=True)
+class NodeState:
+    """What we know about the node a pod is bound to, for cessation and for the explanation."""
+
+    name: str | None
+    presence: Presence
+    ready: Readiness | None = None
+    ready_reported: bool = True
+    out_of_service: bool = False
+
+    @property
+    def ceased(self) -> bool:
+        """The pod's processes on this node are proven gone (DESIGN §4)."""
+        if self.presence in (Presence.GONE, Presence.UNSCHEDULED):
+            return True
+        if self.presence is Presence.NOT_READABLE:
+            return False
+        return self.out_of_service and self.ready is not Readiness.TRUE
+
+    @property
+    def label(self) -> str:
+        """The node state as DESIGN §7 spells it: `Ready=True`, `Ready=Unknown, out-of-service`, `gone`..."""
+        if self.presence is not Presence.PRESENT:
+            return self.presence.value
+        text = f"Ready={(self.ready or Readiness.UNKNOWN).value}"
+        return f"{text}, out-of-service" if self.out_of_service else text
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "state": self.label,
+            "ready": self.ready.value if self.ready is not None else None,
+            "out_of_service": self.out_of_service,
+            "ceased": self.ceased,
+        }
+
+
+def readiness(node: Mapping[str, Any]) -> tuple[Readiness, bool]:
+    """The Ready condition's status, and whether the node reported one at all."""
+    ready = condition(node, CONDITION_READY)
+    if ready is None:
+        return Readiness.UNKNOWN, False
+    status = ready.get("status")
+    if status == Readiness.TRUE.value:
+        return Readiness.TRUE, True
+    if status == Readiness.FALSE.value:
+        return Readiness.FALSE, True
+    return Readiness.UNKNOWN, True
+
+
+def has_out_of_service_taint(node: Mapping[str, Any]) -> bool:
+    """The taint key is present, whatever its value and effect (PodGC checks only the key, k8s-apis §5.4)."""
+    taints = field(node, "spec", "taints")
+    if not isinstance(taints, list):
+        return False
+    return any(isinstance(t, Mapping) and t.get("key") == TAINT_OUT_OF_SERVICE for t in taints)
+
+
+def node_state(node_name: str | None, lookup: NodeLookup | None) -> NodeState:
+    """The state of the node a pod is bound to. `lookup` is None when nobody read that node."""
+    if not node_name:
+        return NodeState(name=None, presence=Presence.UNSCHEDULED)
+    if lookup is NodeRead.GONE:
+        return NodeState(name=node_name, presence=Presence.GONE)
+    if lookup is None or lookup is NodeRead.NOT_READABLE:
+        return NodeState(name=node_name, presence=Presence.NOT_READABLE)
+    ready, reported = readiness(lookup)
+    return NodeState(
+        name=node_name,
+        presence=Presence.PRESENT,
+        ready=ready,
+        ready_reported=reported,
+        out_of_service=has_out_of_service_taint(lookup),
+    )

@@ -1,0 +1,890 @@
+"""Sans-I/O programs: release, hold, open, inspect, find, remaining_pods, ceased, kueue_admit.
+
+Each program is a generator. It yields a `Request` (a small frozen dataclass), receives the decoded JSON
+answer as a dict, or an `ApiFailure(status, body)` value, and finally returns its result or raises a
+`DispatchError`. The decision logic is here once; the sync and async adapters only carry requests out
+(docs/architecture.md):
+
+    result = drive(release("ml/ft-7", now=now), respond)        # respond(request) -> dict | ApiFailure
+
+Driver contract, per request:
+
+* `GetObject`: GET `coords.path(namespace, name)`; `GetNode`: GET `/api/v1/nodes/{name}`;
+* `ListObjects`: GET `coords.path(namespace)` with `labelSelector`, `resourceVersion`, `resourceVersionMatch`,
+  `limit`, `continue` as query parameters, each only when not None; answer the List object as returned
+  (`metadata.resourceVersion`, `metadata.continue`, `items`);
+* `ReplaceObject`: PUT `coords.path(namespace, name)` with `body` (it carries `metadata.resourceVersion`, so
+  the write is conditional); `CreateObject`: POST `coords.path(namespace)` with `body`;
+* any HTTP error: `ApiFailure(status_code, decoded Status dict or text)`; no HTTP answer at all (connection
+  refused, reset, TLS, timeout): `ApiFailure(None, short text)`. Never raise into the program, never retry a
+  write on the program's behalf: the program decides.
+
+All names that reach a request were validated first (validation.py). The only clock is the `now` parameter,
+used in explanations.
+
+The consistent read of the namespace's pods (DESIGN §3.2), `read_pods`, has two strategies:
+
+* `"pinned"` (the default): list by each selector server-side. The first list has resourceVersion unset, a
+  quorum read; its list resourceVersion R pins the second list (`resourceVersion=R`,
+  `resourceVersionMatch=Exact`), so both selections come from the same snapshot. Pages use `limit`/`continue`;
+  a continue token stays within its snapshot. It reads only the object's pods, which matters in a namespace of
+  50,000 pods. If the server refuses the pinned list (400, 410, 422, 501, 504), a page expires (410), or
+  answers another resourceVersion than R (it ignored Exact), the read falls back to the full list: never to an
+  unpinned second list.
+* `"full"`: one namespace-wide list, resourceVersion unset (a quorum read, never `resourceVersion=0`), paged,
+  restarting from the first page when a page answers 410 Gone; the selection is then applied locally.
+
+Both return the same set: the server-side selectors and the local matcher are the same equality predicates,
+and server results are filtered locally again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, ClassVar, Final, Literal, TypeAlias, TypeVar, cast
+
+from airflow_provider_dispatch.dispatch import vocabulary as v
+from airflow_provider_dispatch.dispatch.admission import (
+    admission_body,
+    check_runtime_safe,
+    dispatch_runtime_patch,
+    hold_body,
+    kueue_admission_body,
+    runtime_reference,
+)
+from airflow_provider_dispatch.dispatch.assessment import (
+    DrainReport,
+    Execution,
+    ManagedObject,
+    Mode,
+    Status,
+    assess,
+    drain_report,
+    finished,
+    hold_not_observed,
+    is_held,
+    managed,
+)
+from airflow_provider_dispatch.dispatch.blocking import RemainingPod, nodes_to_read
+from airflow_provider_dispatch.dispatch.blocking import remaining_pods as _remaining_pods
+from airflow_provider_dispatch.dispatch.errors import (
+    AlreadyExistsError,
+    DispatchError,
+    FinishedError,
+    InvalidNameError,
+    NotFoundError,
+    PodsRemainError,
+    RefusedError,
+    SpecRejectedError,
+    SuspensionNotObservedError,
+    UnreachableError,
+    classify_api_failure,
+)
+from airflow_provider_dispatch.dispatch.nodes import NodeLookup, NodeRead
+from airflow_provider_dispatch.dispatch.selection import Selection
+from airflow_provider_dispatch.dispatch.validation import (
+    Ref,
+    parse_ref,
+    validate_job_id,
+    validate_label_value,
+    validate_namespace,
+    validate_node_name,
+    validate_submission,
+    validate_trainjob_name,
+)
+
+# --- requests and responses --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class GetObject:
+    coords: v.ApiCoordinates
+    namespace: str | None
+    name: str
+
+    verb: ClassVar[str] = "get"
+
+    def describe(self) -> str:
+        return f"get {self.coords.resource} {self.namespace + '/' if self.namespace else ''}{self.name}"
+
+
+@dataclass(frozen=True)
+class ListObjects:
+    coords: v.ApiCoordinates
+    namespace: str | None
+    label_selector: str | None = None
+    resource_version: str | None = None
+    resource_version_match: str | None = None
+    limit: int | None = None
+    continue_: str | None = None
+
+    verb: ClassVar[str] = "list"
+
+    def query(self) -> dict[str, str]:
+        """The query parameters, under their API names, only those set."""
+        pairs = {
+            "labelSelector": self.label_selector,
+            "resourceVersion": self.resource_version,
+            "resourceVersionMatch": self.resource_version_match,
+            "limit": None if self.limit is None else str(self.limit),
+            "continue": self.continue_,
+        }
+        return {key: value for key, value in pairs.items() if value is not None}
+
+    def describe(self) -> str:
+        query = "&".join(f"{k}={val}" for k, val in self.query().items() if k != "continue")
+        return f"list {self.coords.resource} in {self.namespace or 'cluster'}" + (f"?{query}" if query else "")
+
+
+@dataclass(frozen=True)
+class ReplaceObject:
+    coords: v.ApiCoordinates
+    body: Mapping[str, Any] = field(hash=False)
+
+    verb: ClassVar[str] = "update"
+
+    @property
+    def namespace(self) -> str | None:
+        return v.namespace_of(self.body) or None
+
+    @property
+    def name(self) -> str:
+        return v.name_of(self.body)
+
+    def describe(self) -> str:
+        rv = v.field(self.body, "metadata", "resourceVersion")
+        return f"update {self.coords.resource} {self.namespace}/{self.name} at resourceVersion {rv}"
+
+
+@dataclass(frozen=True)
+class CreateObject:
+    coords: v.ApiCoordinates
+    namespace: str
+    body: Mapping[str, Any] = field(hash=False)
+
+    verb: ClassVar[str] = "create"
+
+    def describe(self) -> str:
+        return f"create {self.coords.resource} {self.namespace}/{v.name_of(self.body)}"
+
+
+@dataclass(frozen=True)
+class GetNode:
+    name: str
+
+    verb: ClassVar[str] = "get"
+    coords: ClassVar[v.ApiCoordinates] = v.NODE
+
+    def describe(self) -> str:
+        return f"get nodes {self.name}"
+
+
+Request: TypeAlias = GetObject | ListObjects | ReplaceObject | CreateObject | GetNode
+
+
+@dataclass(frozen=True)
+class ApiFailure:
+    """A failed call, as a value: HTTP status (None: no HTTP answer) and the Status body or text."""
+
+    status: int | None
+    body: Any = None
+
+    @property
+    def reason(self) -> str:
+        reason = self.body.get("reason") if isinstance(self.body, Mapping) else None
+        return reason if isinstance(reason, str) else ""
+
+
+Response: TypeAlias = Mapping[str, Any] | ApiFailure
+_T = TypeVar("_T")
+Program: TypeAlias = Generator[Request, Response, _T]
+
+PodReadStrategy: TypeAlias = Literal["pinned", "full"]
+DEFAULT_POD_READ: Final[PodReadStrategy] = "pinned"
+DEFAULT_PAGE_SIZE: Final = 500
+#: how often the full list restarts after 410 before the read gives up (retryable)
+MAX_LIST_RESTARTS: Final = 5
+#: answers to a pinned (Exact) list that mean "not here, use the full list"
+EXACT_REFUSED: Final = frozenset({400, 410, 422, 501, 504})
+
+
+def drive(program: Program[_T], respond: Callable[[Request], Response]) -> _T:
+    """Run a program, carrying out each request with `respond`. Pure: all I/O is in `respond`."""
+    try:
+        request = next(program)
+    except StopIteration as stop:
+        return cast(_T, stop.value)
+    while True:
+        response = respond(request)
+        try:
+            request = program.send(response)
+        except StopIteration as stop:
+            return cast(_T, stop.value)
+
+
+async def drive_async(program: Program[_T], respond: Callable[[Request], Awaitable[Response]]) -> _T:
+    """`drive` for an async `respond` (the kubernetes_asyncio adapter)."""
+    try:
+        request = next(program)
+    except StopIteration as stop:
+        return cast(_T, stop.value)
+    while True:
+        response = await respond(request)
+        try:
+            request = program.send(response)
+        except StopIteration as stop:
+            return cast(_T, stop.value)
+
+
+# --- small steps --------------------------------------------------------------------------------------------
+
+
+def _failure(request: Request, failure: ApiFailure, ref: str) -> DispatchError:
+    return classify_api_failure(failure.status, failure.body, ref, request.verb, request.coords.resource)
+
+
+def _object(response: Response, request: Request, ref: str) -> Mapping[str, Any]:
+    if isinstance(response, ApiFailure):
+        raise _failure(request, response, ref)
+    if not isinstance(response, Mapping):
+        raise UnreachableError(f"{ref}: unexpected answer to {request.describe()}; retry.", ref=ref)
+    return response
+
+
+def call(request: Request, ref: str) -> Program[Mapping[str, Any]]:
+    """One request whose failure is raised, classified."""
+    response = yield request
+    return _object(response, request, ref)
+
+
+def read_trainjob(ref: Ref) -> Program[Mapping[str, Any]]:
+    request = GetObject(v.TRAINJOB, ref.namespace, ref.name)
+    response = yield request
+    if isinstance(response, ApiFailure) and response.status == 404:
+        raise NotFoundError(
+            f"TrainJob {ref} was not found. Open it through dispatch, or check the namespace and name.",
+            ref=str(ref),
+        )
+    return _object(response, request, str(ref))
+
+
+def read_jobset(ref: Ref) -> Program[Mapping[str, Any] | None]:
+    """The TrainJob's JobSet (same name), or None while Trainer has not created it."""
+    request = GetObject(v.JOBSET, ref.namespace, ref.name)
+    response = yield request
+    if isinstance(response, ApiFailure) and response.status == 404:
+        return None
+    return _object(response, request, str(ref))
+
+
+def read_runtime(trainjob: Mapping[str, Any]) -> Program[Mapping[str, Any]]:
+    ref = f"{v.namespace_of(trainjob)}/{v.name_of(trainjob)}"
+    coords, name = runtime_reference(trainjob)
+    request = GetObject(coords, v.namespace_of(trainjob) if coords.namespaced else None, name)
+    response = yield request
+    if isinstance(response, ApiFailure) and response.status == 404:
+        where = f" in namespace {v.namespace_of(trainjob)}" if coords.namespaced else ""
+        raise NotFoundError(
+            f"TrainJob {ref} runs {coords.kind} {name}{where}, which was not found. Create the runtime or "
+            "fix spec.runtimeRef.",
+            ref=ref,
+        )
+    return _object(response, request, ref)
+
+
+def _workloads(obj: ManagedObject) -> Program[list[Mapping[str, Any]]]:
+    """The Kueue Workloads of a TrainJob, found by the `kueue.x-k8s.io/job-uid` label (k8s-apis §4.2)."""
+    if obj.uid is None:
+        return []
+    uid = validate_label_value(obj.uid, "TrainJob uid", ref=str(obj.ref))
+    selector = f"{v.LABEL_KUEUE_JOB_UID}={uid}"
+    items = yield from _list_all(v.WORKLOAD, obj.ref.namespace, selector, str(obj.ref))
+    return [w for w in items if v.labels_of(w).get(v.LABEL_KUEUE_JOB_UID) == uid]
+
+
+def _list_all(
+    coords: v.ApiCoordinates, namespace: str, selector: str | None, ref: str
+) -> Program[list[Mapping[str, Any]]]:
+    """Every item of a paged list (quorum read), restarting on 410; failures raised."""
+    for _ in range(MAX_LIST_RESTARTS):
+        pages = yield from _list_pages(coords, namespace, selector, None, None, DEFAULT_PAGE_SIZE, ref)
+        if isinstance(pages, _PageFailure):
+            if pages.failure.status == 410:
+                continue
+            raise _failure(pages.request, pages.failure, ref)
+        return pages.items
+    raise UnreachableError(f"{ref}: the list of {coords.resource} kept expiring (410 Gone); retry.", ref=ref)
+
+
+# --- the consistent pod read --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Pages:
+    items: list[Mapping[str, Any]]
+    resource_version: str
+
+
+@dataclass(frozen=True)
+class _PageFailure:
+    request: ListObjects
+    failure: ApiFailure
+
+
+def _list_pages(
+    coords: v.ApiCoordinates,
+    namespace: str,
+    selector: str | None,
+    resource_version: str | None,
+    match: str | None,
+    page_size: int,
+    ref: str,
+) -> Program[_Pages | _PageFailure]:
+    """One paged list. Continued pages carry only the token: it pins them to the first page's snapshot."""
+    items: list[Mapping[str, Any]] = []
+    list_rv: str | None = None
+    token: str | None = None
+    while True:
+        if token is None:
+            request = ListObjects(coords, namespace, selector, resource_version, match, page_size)
+        else:
+            request = ListObjects(coords, namespace, selector, limit=page_size, continue_=token)
+        response = yield request
+        if isinstance(response, ApiFailure):
+            return _PageFailure(request, response)
+        page = _object(response, request, ref)
+        items.extend(v.object_list(page, "items"))
+        if list_rv is None:
+            rv = v.field(page, "metadata", "resourceVersion")
+            list_rv = rv if isinstance(rv, str) else ""
+        token_value = v.field(page, "metadata", "continue")
+        token = token_value if isinstance(token_value, str) and token_value else None
+        if token is None:
+            return _Pages(items, list_rv)
+
+
+@dataclass(frozen=True)
+class PodRead:
+    """The object's pods from one consistent read, the snapshot's resourceVersion, and how it was read."""
+
+    pods: tuple[Mapping[str, Any], ...]
+    resource_version: str
+    strategy: PodReadStrategy
+
+
+def _read_pinned(selection: Selection, page_size: int, ref: str) -> Program[PodRead | None]:
+    """Per-selector lists at one resourceVersion; None when the full list must be used instead."""
+    first, *others = selection.selectors
+    pages = yield from _list_pages(v.POD, selection.namespace, first, None, None, page_size, ref)
+    if isinstance(pages, _PageFailure):
+        if pages.failure.status == 410:
+            return None
+        raise _failure(pages.request, pages.failure, ref)
+    if not pages.resource_version:
+        return None
+    groups = [pages.items]
+    for selector in others:
+        pinned = yield from _list_pages(
+            v.POD, selection.namespace, selector, pages.resource_version, "Exact", page_size, ref
+        )
+        if isinstance(pinned, _PageFailure):
+            if pinned.failure.status in EXACT_REFUSED:
+                return None
+            raise _failure(pinned.request, pinned.failure, ref)
+        if pinned.resource_version != pages.resource_version:
+            return None
+        groups.append(pinned.items)
+    return PodRead(selection.select(*groups), pages.resource_version, "pinned")
+
+
+def _read_full(selection: Selection, page_size: int, ref: str) -> Program[PodRead]:
+    for _ in range(MAX_LIST_RESTARTS):
+        pages = yield from _list_pages(v.POD, selection.namespace, None, None, None, page_size, ref)
+        if isinstance(pages, _PageFailure):
+            if pages.failure.status == 410:
+                continue
+            raise _failure(pages.request, pages.failure, ref)
+        return PodRead(selection.select(pages.items), pages.resource_version, "full")
+    raise UnreachableError(
+        f"{ref}: the pod list of namespace {selection.namespace} kept expiring (410 Gone) before it was read "
+        "to the end; nothing was decided. Retry.",
+        ref=ref,
+    )
+
+
+def read_pods(
+    selection: Selection,
+    *,
+    ref: str,
+    strategy: PodReadStrategy = DEFAULT_POD_READ,
+    page_size: int = DEFAULT_PAGE_SIZE,
+) -> Program[PodRead]:
+    """The object's pods in one consistent read, Terminating ones included (DESIGN §3.2; module docstring)."""
+    if strategy == "pinned":
+        pinned = yield from _read_pinned(selection, page_size, ref)
+        if pinned is not None:
+            return pinned
+    return (yield from _read_full(selection, page_size, ref))
+
+
+def read_nodes(names: Sequence[str], *, ref: str) -> Program[dict[str, NodeLookup]]:
+    """The named Nodes: 404 reads as gone, 403 as not readable; other failures are raised.
+
+    After one 403 the remaining nodes are taken as not readable without asking: that can only withhold a
+    "ceased", never grant one. A name that is not a valid node name is never put in a URL; it reads as not
+    readable (the API server would not have accepted it on a pod).
+    """
+    result: dict[str, NodeLookup] = {}
+    forbidden = False
+    for name in names:
+        try:
+            validate_node_name(name)
+        except InvalidNameError:
+            result[name] = NodeRead.NOT_READABLE
+            continue
+        if forbidden:
+            result[name] = NodeRead.NOT_READABLE
+            continue
+        request = GetNode(name)
+        response = yield request
+        if isinstance(response, ApiFailure) and response.status == 404:
+            result[name] = NodeRead.GONE
+        elif isinstance(response, ApiFailure) and response.status == 403:
+            result[name] = NodeRead.NOT_READABLE
+            forbidden = True
+        else:
+            result[name] = _object(response, request, ref)
+    return result
+
+
+@dataclass(frozen=True)
+class _Drain:
+    read: PodRead
+    nodes: dict[str, NodeLookup]
+    remaining: tuple[RemainingPod, ...]
+
+
+def _drain(selection: Selection, ref: str, strategy: PodReadStrategy, page_size: int) -> Program[_Drain]:
+    read = yield from read_pods(selection, ref=ref, strategy=strategy, page_size=page_size)
+    nodes = yield from read_nodes(nodes_to_read(read.pods), ref=ref)
+    return _Drain(read, nodes, _remaining_pods(read.pods, nodes))
+
+
+def _replace(coords: v.ApiCoordinates, body: Mapping[str, Any], ref: str) -> Program[Mapping[str, Any]]:
+    """A conditional replace; 409 raises ConflictError (retryable: the check runs again)."""
+    return (yield from call(ReplaceObject(coords, body), ref))
+
+
+# --- release ------------------------------------------------------------------------------------------------
+
+
+def _written_execution(response: Mapping[str, Any], expected: Execution) -> Execution:
+    try:
+        return managed(response).execution
+    except RefusedError:
+        return expected
+
+
+def _check_before_admission(
+    trainjob: Mapping[str, Any],
+    obj: ManagedObject,
+    *,
+    now: datetime | None,
+    pod_read: PodReadStrategy,
+    page_size: int,
+) -> Program[Mapping[str, Any]]:
+    """DESIGN §3 steps 1-5 on a held object; returns the runtime. Raises unless the object may be admitted."""
+    ref = str(obj.ref)
+    if v.field(trainjob, "metadata", "deletionTimestamp") is not None:
+        raise NotFoundError(
+            f"TrainJob {ref} is being deleted, so it is not admitted. Open a new TrainJob once it is gone.",
+            ref=ref,
+        )
+    done = finished(trainjob)
+    if done is not None:
+        raise FinishedError(
+            f"TrainJob {ref} has finished ({done[1].get('type')}: {done[1].get('reason', '')}); unsuspending "
+            "it would admit nothing. Open a new TrainJob (a new submission) instead.",
+            ref=ref,
+        )
+    jobset = yield from read_jobset(obj.ref)
+    reason = hold_not_observed(trainjob, jobset)
+    if reason is not None:
+        raise SuspensionNotObservedError(f"{reason}. Nothing was admitted.", ref=ref)
+    runtime = yield from read_runtime(trainjob)
+    check_runtime_safe(trainjob, runtime)
+    drain = yield from _drain(obj.selection, ref, pod_read, page_size)
+    if drain.remaining:
+        raise PodsRemainError(ref, drain.remaining, now=now)
+    return runtime
+
+
+def release(
+    ref: str | Ref,
+    *,
+    now: datetime | None = None,
+    pod_read: PodReadStrategy = DEFAULT_POD_READ,
+    page_size: int = DEFAULT_PAGE_SIZE,
+) -> Program[Execution]:
+    """Lift the hold and admit a new execution after the drain check passes (DESIGN §3); return its identity.
+
+    An object already running returns its current execution and nothing is written (a retry after a lost
+    response). Kueue mode: reactivate the Workload (Kueue re-admits; the admission check raises A), and return
+    the current execution; waiting for Admitted is the caller's.
+    """
+    target = parse_ref(ref)
+    trainjob = yield from read_trainjob(target)
+    obj = managed(trainjob)
+    if obj.mode is Mode.KUEUE:
+        yield from _set_workloads_active(obj, active=True)
+        return obj.execution
+    if not is_held(trainjob):
+        return obj.execution
+    runtime = yield from _check_before_admission(trainjob, obj, now=now, pod_read=pod_read, page_size=page_size)
+    body, execution = admission_body(trainjob, runtime)
+    written = yield from _replace(v.TRAINJOB, body, str(obj.ref))
+    return _written_execution(written, execution)
+
+
+def kueue_admit(
+    ref: str | Ref,
+    *,
+    admission_key: str,
+    now: datetime | None = None,
+    pod_read: PodReadStrategy = DEFAULT_POD_READ,
+    page_size: int = DEFAULT_PAGE_SIZE,
+) -> Program[Execution]:
+    """Kueue mode, for the admission check controller: the drain check, then A+1 (suspend left to Kueue).
+
+    `admission_key` identifies one Workload admission (the controller chooses it, e.g. Workload uid and the
+    QuotaReserved transition time). When the TrainJob already carries that key, A was raised for this
+    admission and the current execution is returned with nothing written: idempotent per Workload admission.
+    """
+    target = parse_ref(ref)
+    trainjob = yield from read_trainjob(target)
+    obj = managed(trainjob)
+    text = str(obj.ref)
+    if obj.mode is not Mode.KUEUE:
+        raise SpecRejectedError(
+            f"TrainJob {text} has no {v.LABEL_KUEUE_QUEUE_NAME} label, so it is not in Kueue mode; use release.",
+            ref=text,
+        )
+    if v.annotations_of(trainjob).get(v.ANNOTATION_ADMISSION_KEY) == admission_key:
+        return obj.execution
+    if not is_held(trainjob):
+        raise SuspensionNotObservedError(
+            f"TrainJob {text} is not suspended, so the admission check cannot admit it; Kueue suspends an "
+            "unadmitted TrainJob again. Nothing was raised.",
+            ref=text,
+        )
+    runtime = yield from _check_before_admission(trainjob, obj, now=now, pod_read=pod_read, page_size=page_size)
+    body, execution = kueue_admission_body(trainjob, runtime, admission_key=admission_key)
+    written = yield from _replace(v.TRAINJOB, body, text)
+    return _written_execution(written, execution)
+
+
+# --- hold ---------------------------------------------------------------------------------------------------
+
+
+def _set_workloads_active(obj: ManagedObject, *, active: bool) -> Program[int]:
+    """Kueue mode hold/release: `spec.active` on the TrainJob's Workloads; returns how many were written."""
+    written = 0
+    for workload in (yield from _workloads(obj)):
+        if (v.field(workload, "spec", "active") is not False) == active:
+            continue
+        spec = v.field(workload, "spec")
+        body = {key: value for key, value in workload.items() if key != "status"}
+        body["spec"] = {**(dict(spec) if isinstance(spec, Mapping) else {}), "active": active}
+        yield from _replace(v.WORKLOAD, body, str(obj.ref))
+        written += 1
+    return written
+
+
+def hold(ref: str | Ref) -> Program[Execution]:
+    """Keep the object from running (plain: `spec.suspend: true`; Kueue: Workload `spec.active: false`).
+
+    Idempotent: an object already held is left as it is. Returns the current execution identity.
+    """
+    target = parse_ref(ref)
+    trainjob = yield from read_trainjob(target)
+    obj = managed(trainjob)
+    if obj.mode is Mode.KUEUE:
+        workloads = yield from _workloads(obj)
+        if not workloads and not is_held(trainjob):
+            raise UnreachableError(
+                f"TrainJob {obj.ref} runs under Kueue but has no Workload yet, so there is nothing to "
+                "deactivate; retry once Kueue has created it.",
+                ref=str(obj.ref),
+            )
+        yield from _set_workloads_active(obj, active=False)
+        return obj.execution
+    if is_held(trainjob):
+        return obj.execution
+    yield from _replace(v.TRAINJOB, hold_body(trainjob), str(obj.ref))
+    return obj.execution
+
+
+# --- open ---------------------------------------------------------------------------------------------------
+
+#: metadata the API server sets; dropped from a manifest before it is created
+_SERVER_METADATA: Final = (
+    "uid",
+    "resourceVersion",
+    "creationTimestamp",
+    "generation",
+    "managedFields",
+    "deletionTimestamp",
+    "deletionGracePeriodSeconds",
+    "selfLink",
+)
+
+
+def prepare_manifest(manifest: Mapping[str, Any], ref: str | Ref | None = None) -> tuple[Ref, dict[str, Any]]:
+    """The create body for `open`: the manifest, held, without server-set fields; refused when unusable."""
+    if not isinstance(manifest, Mapping):
+        raise SpecRejectedError("the TrainJob manifest must be an object (a dict)")
+    metadata = manifest.get("metadata")
+    if not isinstance(metadata, Mapping):
+        raise SpecRejectedError("the TrainJob manifest has no metadata: give metadata.name and the dispatch labels")
+    given = parse_ref(ref) if ref is not None else None
+    if "generateName" in metadata and "name" not in metadata:
+        raise SpecRejectedError("the TrainJob manifest uses metadata.generateName; open needs a fixed metadata.name")
+    name = validate_trainjob_name(metadata.get("name"))
+    namespace = metadata.get("namespace") or (given.namespace if given else None)
+    if namespace is None:
+        raise SpecRejectedError(f"the TrainJob manifest {name} has no metadata.namespace, and no ref was given")
+    target = Ref(validate_namespace(namespace), name)
+    text = str(target)
+    if given is not None and given != target:
+        raise SpecRejectedError(f"the manifest names TrainJob {text} but open was asked for {given}", ref=text)
+    for key, expected in (("apiVersion", v.TRAINJOB.api_version), ("kind", v.TRAINJOB.kind)):
+        if manifest.get(key, expected) != expected:
+            raise SpecRejectedError(
+                f"the manifest for {text} has {key} {manifest.get(key)!r}; open creates a {expected} only",
+                ref=text,
+            )
+    found = v.labels_of(manifest)
+    for key, check in ((v.LABEL_JOB_ID, validate_job_id), (v.LABEL_SUBMISSION, validate_submission)):
+        if key not in found:
+            raise SpecRejectedError(
+                f"the manifest for TrainJob {text} lacks the label {key}; open needs {v.LABEL_JOB_ID} and "
+                f"{v.LABEL_SUBMISSION} to identify its executions",
+                ref=text,
+            )
+        check(found[key], ref=text)
+    if v.ANNOTATION_ADMISSION in v.annotations_of(manifest):
+        raise SpecRejectedError(
+            f"the manifest for TrainJob {text} sets the annotation {v.ANNOTATION_ADMISSION}; dispatch owns "
+            "the admission number, remove it",
+            ref=text,
+        )
+    patches = v.object_list(manifest, "spec", "runtimePatches")
+    if any(p.get("manager") == v.RUNTIME_PATCH_MANAGER for p in patches):
+        raise SpecRejectedError(
+            f"the manifest for TrainJob {text} carries a runtime patch of manager {v.RUNTIME_PATCH_MANAGER}; "
+            "dispatch owns that patch, remove it",
+            ref=text,
+        )
+    spec = manifest.get("spec")
+    if not isinstance(spec, Mapping):
+        raise SpecRejectedError(f"the manifest for TrainJob {text} has no spec", ref=text)
+    body_metadata = {k: val for k, val in metadata.items() if k not in _SERVER_METADATA}
+    body_metadata["namespace"] = target.namespace
+    body = {
+        "apiVersion": v.TRAINJOB.api_version,
+        "kind": v.TRAINJOB.kind,
+        "metadata": body_metadata,
+        "spec": {**dict(spec), "suspend": True},
+    }
+    runtime_reference(body)
+    return target, body
+
+
+def open(
+    manifest: Mapping[str, Any],
+    *,
+    ref: str | Ref | None = None,
+    now: datetime | None = None,
+    pod_read: PodReadStrategy = DEFAULT_POD_READ,
+    page_size: int = DEFAULT_PAGE_SIZE,
+) -> Program[Execution]:
+    """Create the object held, then release it: the same check applies (a namesake may have left pods).
+
+    On AlreadyExists the existing TrainJob is taken as this object when it carries the same job id and
+    submission (a retried open after a lost response); anything else is refused (AlreadyExistsError). Right
+    after creation Trainer has usually not observed the hold yet, so the release raises
+    SuspensionNotObservedError; retrying open then continues with the existing object.
+    """
+    target, body = prepare_manifest(manifest, ref)
+    text = str(target)
+    runtime = yield from read_runtime(body)
+    check_runtime_safe(body, runtime)
+    dispatch_runtime_patch(runtime, managed(body).execution)
+    request = CreateObject(v.TRAINJOB, target.namespace, body)
+    response = yield request
+    if isinstance(response, ApiFailure):
+        if response.status != 409:
+            raise _failure(request, response, text)
+        lookup = GetObject(v.TRAINJOB, target.namespace, target.name)
+        existing = yield lookup
+        if isinstance(existing, ApiFailure) and existing.status == 404:
+            raise UnreachableError(
+                f"TrainJob {text} existed when open tried to create it and is gone now (it was being "
+                "deleted); retry open.",
+                ref=text,
+            )
+        _same_object_or_refuse(_object(existing, lookup, text), body, text)
+    else:
+        _object(response, request, text)
+    return (yield from release(target, now=now, pod_read=pod_read, page_size=page_size))
+
+
+def _same_object_or_refuse(existing: Mapping[str, Any], body: Mapping[str, Any], text: str) -> None:
+    mine = v.labels_of(body)
+    theirs = v.labels_of(existing)
+    same = all(theirs.get(key) == mine.get(key) for key in (v.LABEL_JOB_ID, v.LABEL_SUBMISSION))
+    if not same:
+        raise AlreadyExistsError(
+            f"TrainJob {text} already exists as another object (job id {theirs.get(v.LABEL_JOB_ID)!r}, "
+            f"submission {theirs.get(v.LABEL_SUBMISSION)!r}; open was asked for job id "
+            f"{mine.get(v.LABEL_JOB_ID)!r}, "
+            f"submission {mine.get(v.LABEL_SUBMISSION)!r}). Delete it, or open under another name.",
+            ref=text,
+        )
+    if v.field(existing, "metadata", "deletionTimestamp") is not None:
+        raise UnreachableError(f"TrainJob {text} exists but is being deleted; retry open once it is gone.", ref=text)
+
+
+# --- read-only programs -------------------------------------------------------------------------------------
+
+
+def _inspect_object(
+    trainjob: Mapping[str, Any], *, now: datetime | None, pod_read: PodReadStrategy, page_size: int
+) -> Program[Status]:
+    obj = managed(trainjob)
+    jobset = yield from read_jobset(obj.ref)
+    workload: Mapping[str, Any] | None = None
+    if obj.mode is Mode.KUEUE:
+        workloads = yield from _workloads(obj)
+        workload = workloads[0] if workloads else None
+    drain = yield from _drain(obj.selection, str(obj.ref), pod_read, page_size)
+    return assess(trainjob, jobset, drain.read.pods, drain.nodes, workload=workload, now=now)
+
+
+def inspect(
+    ref: str | Ref,
+    *,
+    now: datetime | None = None,
+    pod_read: PodReadStrategy = DEFAULT_POD_READ,
+    page_size: int = DEFAULT_PAGE_SIZE,
+) -> Program[Status]:
+    """The status of one object (DESIGN §7). Writes nothing."""
+    trainjob = yield from read_trainjob(parse_ref(ref))
+    return (yield from _inspect_object(trainjob, now=now, pod_read=pod_read, page_size=page_size))
+
+
+def find(
+    namespace: str,
+    job_id: str,
+    *,
+    now: datetime | None = None,
+    pod_read: PodReadStrategy = DEFAULT_POD_READ,
+    page_size: int = DEFAULT_PAGE_SIZE,
+) -> Program[Status]:
+    """The status of the newest TrainJob in the namespace with that job id (by creationTimestamp, then name).
+
+    Several TrainJobs can share a job id (one per submission); the newest is the job's current submission.
+    Writes nothing.
+    """
+    validate_namespace(namespace)
+    validate_job_id(job_id)
+    where = f"{namespace}/*"
+    items = yield from _list_all(v.TRAINJOB, namespace, f"{v.LABEL_JOB_ID}={job_id}", where)
+    matching = [t for t in items if v.labels_of(t).get(v.LABEL_JOB_ID) == job_id]
+    if not matching:
+        raise NotFoundError(
+            f"no TrainJob in namespace {namespace} carries {v.LABEL_JOB_ID}={job_id}. Open one, or check the "
+            "namespace and job id.",
+            ref=where,
+        )
+
+    def newest(t: Mapping[str, Any]) -> tuple[str, str]:
+        stamp = v.field(t, "metadata", "creationTimestamp")
+        return (stamp if isinstance(stamp, str) else "", v.name_of(t))
+
+    return (yield from _inspect_object(max(matching, key=newest), now=now, pod_read=pod_read, page_size=page_size))
+
+
+def remaining_pods(
+    ref: str | Ref,
+    *,
+    job_id: str | None = None,
+    submission: str | None = None,
+    now: datetime | None = None,
+    pod_read: PodReadStrategy = DEFAULT_POD_READ,
+    page_size: int = DEFAULT_PAGE_SIZE,
+) -> Program[DrainReport]:
+    """The object's remaining pods with their node states. Writes nothing; works read-only.
+
+    When the TrainJob no longer exists (deleted; its pods may linger), pods are selected by jobset-name, and
+    by `job_id`/`submission` when given.
+    """
+    target = parse_ref(ref)
+    text = str(target)
+    request = GetObject(v.TRAINJOB, target.namespace, target.name)
+    response = yield request
+    if isinstance(response, ApiFailure) and response.status == 404:
+        selection = Selection(target.namespace, target.name, job_id, submission)
+    else:
+        selection = managed(_object(response, request, text)).selection
+    drain = yield from _drain(selection, text, pod_read, page_size)
+    return drain_report(text, selection, drain.read.pods, drain.nodes, drain.read.resource_version, now=now)
+
+
+def ceased(
+    ref: str | Ref,
+    *,
+    job_id: str | None = None,
+    submission: str | None = None,
+    pod_read: PodReadStrategy = DEFAULT_POD_READ,
+    page_size: int = DEFAULT_PAGE_SIZE,
+) -> Program[bool]:
+    """Every remaining pod's processes are proven gone (True also when none remains). Writes nothing."""
+    report = yield from remaining_pods(
+        ref, job_id=job_id, submission=submission, pod_read=pod_read, page_size=page_size
+    )
+    return report.ceased
+
+
+__all__ = [
+    "DEFAULT_PAGE_SIZE",
+    "DEFAULT_POD_READ",
+    "EXACT_REFUSED",
+    "ApiFailure",
+    "CreateObject",
+    "GetNode",
+    "GetObject",
+    "ListObjects",
+    "PodRead",
+    "PodReadStrategy",
+    "Program",
+    "ReplaceObject",
+    "Request",
+    "Response",
+    "call",
+    "ceased",
+    "drive",
+    "drive_async",
+    "find",
+    "hold",
+    "inspect",
+    "kueue_admit",
+    "open",
+    "prepare_manifest",
+    "read_nodes",
+    "read_pods",
+    "release",
+    "remaining_pods",
+]

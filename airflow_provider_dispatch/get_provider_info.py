@@ -1,0 +1,58 @@
+"""The `apache_airflow_provider` entry point: what Airflow's provider manager shows for this package.
+
+`package-name` must equal the distribution's canonical name, or Airflow's provider discovery raises for every
+provider (research airflow.md section 1). The `kubernetes` connection type is reused from cncf-kubernetes and is
+deliberately not declared here: two providers declaring one type make one of them lose.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from airflow_provider_dispatch import __version__
+
+INTEGRATION = "Kubeflow Trainer (dispatch)"
+
+
+def get_provider_info() -> dict[str, Any]:
+    """Return the provider's metadata; imported by Airflow without importing any operator."""
+    return {
+        "package-name": "airflow-provider-dispatch",
+        "name": "Dispatch",
+        "description": (
+            "Restart Kubeflow Trainer v2 TrainJobs, plainly or under Kueue, and never admit a new execution "
+            "while any pod of the previous one may still run."
+        ),
+        "versions": [__version__],
+        "integrations": [
+            {
+                "integration-name": INTEGRATION,
+                "tags": ["software"],
+            }
+        ],
+        "hooks": [{"integration-name": INTEGRATION, "python-modules": ["airflow_provider_dispatch.hooks.dispatch"]}],
+        "operators": [
+            {
+                "integration-name": INTEGRATION,
+                "python-modules": ["airflow_provider_dispatch.operators.trainjob"],
+            }
+        ],
+        "sensors": [
+            {
+                "integration-name": INTEGRATION,
+                "python-modules": [
+                    "airflow_provider_dispatch.sensors.pods_drained",
+                    "airflow_provider_dispatch.sensors.trainjob_outcome",
+                ],
+            }
+        ],
+        "triggers": [
+            {
+                "integration-name": INTEGRATION,
+                "python-modules": [
+                    "airflow_provider_dispatch.triggers.pods_drained",
+                    "airflow_provider_dispatch.triggers.trainjob_outcome",
+                ],
+            }
+        ],
+    }

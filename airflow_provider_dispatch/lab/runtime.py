@@ -1,0 +1,213 @@
+"""Running the lab: the API server on a loopback port, on its own event loop, with kubeconfigs to reach it.
+
+`Lab` runs everything on a background thread's event loop, so that synchronous code (the `kubernetes` client, a
+pytest test, Airflow's `dag.test()`) and asynchronous code (`kubernetes_asyncio`, a triggerer) reach it over real
+HTTP exactly as they would reach a cluster. `AsyncLab` runs it on the caller's loop instead. Both write
+kubeconfig files whose `server:` is the lab's `http://127.0.0.1:<port>` and whose user carries a bearer token.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import tempfile
+import threading
+from collections.abc import Awaitable, Callable, Coroutine
+from concurrent.futures import Future
+from pathlib import Path
+from typing import Any, TypeVar
+
+import yaml
+from aiohttp import web
+
+from airflow_provider_dispatch.lab.admission import AdmissionChain
+from airflow_provider_dispatch.lab.auth import Authenticator, Authorizer
+from airflow_provider_dispatch.lab.clock import LabClock
+from airflow_provider_dispatch.lab.resources import Registry, default_registry
+from airflow_provider_dispatch.lab.server import LabApiServer
+from airflow_provider_dispatch.lab.store import Store
+from airflow_provider_dispatch.lab.strategy import prepare_create
+
+T = TypeVar("T")
+
+BOOTSTRAP_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
+"""The namespaces a new cluster has (`pkg/controlplane/controller/systemnamespaces`)."""
+
+DEFAULT_TOKEN = "lab-admin-token"
+
+
+def write_kubeconfig(path: Path, server: str, token: str, user: str = "lab-admin", namespace: str = "default") -> Path:
+    """A kubeconfig for `server` with a bearer token; what `kubernetes.config.load_kube_config` reads."""
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "lab", "cluster": {"server": server}}],
+        "users": [{"name": user, "user": {"token": token}}],
+        "contexts": [{"name": f"lab-{user}", "context": {"cluster": "lab", "user": user, "namespace": namespace}}],
+        "current-context": f"lab-{user}",
+        "preferences": {},
+    }
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+    path.chmod(0o600)
+    return path
+
+
+class AsyncLab:
+    """The lab on the current event loop: `async with AsyncLab() as lab: ... lab.url ...`."""
+
+    def __init__(
+        self,
+        *,
+        speed: float = 100.0,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        registry: Registry | None = None,
+        authenticator: Authenticator | None = None,
+        authorizer: Authorizer | None = None,
+        middlewares: tuple[Any, ...] = (),
+        bookmark_interval: float = 60.0,
+    ) -> None:
+        if host not in ("127.0.0.1", "::1", "localhost"):
+            raise ValueError(f"the lab listens on loopback only, not on {host!r}")
+        self.clock = LabClock(speed)
+        self.store = Store()
+        self.admission = AdmissionChain()
+        self.registry = registry or default_registry()
+        self.server = LabApiServer(
+            self.registry,
+            self.store,
+            self.clock,
+            admission=self.admission,
+            authenticator=authenticator,
+            authorizer=authorizer,
+            middlewares=middlewares,
+            bookmark_interval=bookmark_interval,
+        )
+        self._host, self._port = host, port
+        self._runner: web.AppRunner | None = None
+        self.url = ""
+        self._background: set[asyncio.Task[Any]] = set()
+
+    async def start(self) -> AsyncLab:
+        self._bootstrap()
+        self._runner = web.AppRunner(
+            self.server.application(), access_log=None, handle_signals=False, shutdown_timeout=0.5
+        )
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, self._host, self._port)
+        await site.start()
+        server = getattr(site, "_server", None)
+        sockets = getattr(server, "sockets", None) or []
+        port = sockets[0].getsockname()[1] if sockets else self._port
+        self.url = f"http://{self._host}:{port}"
+        return self
+
+    def _bootstrap(self) -> None:
+        namespaces = self.registry.by_path("", "v1", "namespaces")
+        assert namespaces is not None
+        for name in BOOTSTRAP_NAMESPACES:
+            if self.store.get(namespaces.qualified, ("", name)) is None:
+                obj = {
+                    "apiVersion": "v1",
+                    "kind": "Namespace",
+                    "metadata": {"name": name},
+                    "spec": {"finalizers": ["kubernetes"]},
+                }
+                created = prepare_create(namespaces, obj, None, self.clock)
+                namespaces.schema.default(created)
+                self.store.put(namespaces.qualified, ("", name), created)
+
+    def spawn(self, coroutine: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]:
+        """Run a background task (a simulated controller) that stops with the lab."""
+        task = asyncio.get_running_loop().create_task(coroutine)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+        return task
+
+    async def stop(self) -> None:
+        for task in list(self._background):
+            task.cancel()
+        if self._background:
+            await asyncio.gather(*self._background, return_exceptions=True)
+        self.store.close_watches()
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+    async def __aenter__(self) -> AsyncLab:
+        return await self.start()
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
+    def kubeconfig(self, path: Path, token: str = DEFAULT_TOKEN, user: str = "lab-admin") -> Path:
+        return write_kubeconfig(path, self.url, token, user)
+
+
+class Lab:
+    """The lab on a background thread, for synchronous callers: `with Lab() as lab: ... lab.url ...`."""
+
+    def __init__(self, **options: Any) -> None:
+        self._options = options
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="dispatch-lab", daemon=True)
+        self._async: AsyncLab | None = None
+        self._workdir = Path(tempfile.mkdtemp(prefix="dispatch-lab-"))
+
+    @property
+    def inner(self) -> AsyncLab:
+        if self._async is None:
+            raise RuntimeError("the lab is not started")
+        return self._async
+
+    @property
+    def url(self) -> str:
+        return self.inner.url
+
+    @property
+    def clock(self) -> LabClock:
+        return self.inner.clock
+
+    def start(self) -> Lab:
+        self._thread.start()
+
+        async def boot() -> AsyncLab:
+            return await AsyncLab(**self._options).start()
+
+        self._async = self.run(boot)
+        return self
+
+    def run(self, function: Callable[[], Awaitable[T]], timeout: float | None = 60.0) -> T:
+        """Run `function()` on the lab's loop and wait for its result."""
+
+        async def call() -> T:
+            return await function()
+
+        future: Future[T] = asyncio.run_coroutine_threadsafe(call(), self._loop)
+        return future.result(timeout)
+
+    def call(self, function: Callable[[], T], timeout: float | None = 60.0) -> T:
+        """Run a synchronous `function()` on the lab's loop (where the store and the clock live)."""
+
+        async def call() -> T:
+            return function()
+
+        return self.run(call, timeout)
+
+    def stop(self) -> None:
+        if self._async is not None:
+            self.run(self._async.stop)
+            self._async = None
+        if self._thread.is_alive():
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join(10)
+        self._loop.close()
+
+    def __enter__(self) -> Lab:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def kubeconfig(self, name: str = "admin", token: str = DEFAULT_TOKEN, user: str = "lab-admin") -> Path:
+        return self.inner.kubeconfig(self._workdir / f"kubeconfig-{name}.yaml", token, user)

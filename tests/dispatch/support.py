@@ -1,0 +1,377 @@
+"""Builders for plain JSON objects and a dict-backed fake API to drive the sans-I/O programs.
+
+The fake is not a mock of a client: the programs never touch one. It answers `Request` values the way the
+Kubernetes API answers the corresponding REST calls (one global resourceVersion, conditional replace, paged
+lists with continue tokens, `resourceVersionMatch=Exact`, Status bodies), which is all a program can observe.
+The real clients against the lab are exercised by the adapter tests.
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from airflow_provider_dispatch.dispatch import vocabulary as v
+from airflow_provider_dispatch.dispatch.programs import (
+    ApiFailure,
+    CreateObject,
+    GetNode,
+    GetObject,
+    ListObjects,
+    ReplaceObject,
+    Request,
+    Response,
+)
+
+NS = "ml"
+NAME = "ft-7"
+JOB_ID = "job-1"
+SUBMISSION = "s1"
+RUNTIME = "torch-distributed"
+
+# --- builders -----------------------------------------------------------------------------------------------
+
+
+def condition(kind: str, status: str = "True", reason: str = "", message: str = "") -> dict[str, Any]:
+    return {"type": kind, "status": status, "reason": reason, "message": message}
+
+
+def trainjob(
+    *,
+    name: str = NAME,
+    namespace: str = NS,
+    job_id: str | None = JOB_ID,
+    submission: str | None = SUBMISSION,
+    admission: str | None = None,
+    suspend: bool | None = True,
+    suspended_condition: str | None = "True",
+    conditions: Iterable[dict[str, Any]] = (),
+    patches: list[dict[str, Any]] | None = None,
+    queue: str | None = None,
+    rv: str | None = "10",
+    uid: str = "uid-tj-1",
+    runtime_kind: str | None = None,
+) -> dict[str, Any]:
+    labels: dict[str, str] = {}
+    if job_id is not None:
+        labels[v.LABEL_JOB_ID] = job_id
+    if submission is not None:
+        labels[v.LABEL_SUBMISSION] = submission
+    if queue is not None:
+        labels[v.LABEL_KUEUE_QUEUE_NAME] = queue
+    annotations = {v.ANNOTATION_ADMISSION: admission} if admission is not None else {}
+    metadata: dict[str, Any] = {"name": name, "namespace": namespace, "uid": uid, "labels": labels}
+    if annotations:
+        metadata["annotations"] = annotations
+    if rv is not None:
+        metadata["resourceVersion"] = rv
+    spec: dict[str, Any] = {"runtimeRef": {"name": RUNTIME}}
+    if runtime_kind is not None:
+        spec["runtimeRef"]["kind"] = runtime_kind
+    if suspend is not None:
+        spec["suspend"] = suspend
+    if patches is not None:
+        spec["runtimePatches"] = patches
+    all_conditions = list(conditions)
+    if suspended_condition is not None:
+        all_conditions.insert(0, condition(v.CONDITION_SUSPENDED, suspended_condition, "Suspended"))
+    return {
+        "apiVersion": "trainer.kubeflow.org/v1alpha1",
+        "kind": "TrainJob",
+        "metadata": metadata,
+        "spec": spec,
+        "status": {"conditions": all_conditions},
+    }
+
+
+def jobset(*, name: str = NAME, namespace: str = NS, suspend: bool | None = True) -> dict[str, Any]:
+    spec: dict[str, Any] = {} if suspend is None else {"suspend": suspend}
+    return {
+        "apiVersion": "jobset.x-k8s.io/v1alpha2",
+        "kind": "JobSet",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": spec,
+    }
+
+
+def runtime(
+    *,
+    name: str = RUNTIME,
+    jobs: Iterable[str] = ("node",),
+    pod_annotations: Mapping[str, str] | None = None,
+    tolerations: list[dict[str, Any]] | None = None,
+    namespace: str | None = None,
+) -> dict[str, Any]:
+    replicated = []
+    for job in jobs:
+        pod_template: dict[str, Any] = {
+            "metadata": {},
+            "spec": {"containers": [{"name": "node", "image": "x"}]},
+        }
+        if pod_annotations is not None:
+            pod_template["metadata"]["annotations"] = dict(pod_annotations)
+        if tolerations is not None:
+            pod_template["spec"]["tolerations"] = tolerations
+        replicated.append({"name": job, "replicas": 1, "template": {"spec": {"template": pod_template}}})
+    metadata: dict[str, Any] = {"name": name}
+    if namespace is not None:
+        metadata["namespace"] = namespace
+    return {
+        "apiVersion": "trainer.kubeflow.org/v1alpha1",
+        "kind": "ClusterTrainingRuntime" if namespace is None else "TrainingRuntime",
+        "metadata": metadata,
+        "spec": {"template": {"spec": {"replicatedJobs": replicated}}},
+    }
+
+
+def patch(
+    manager: str,
+    *,
+    pod_annotations: Mapping[str, str] | None = None,
+    tolerations: list[Any] | None = None,
+    job: str = "node",
+) -> dict[str, Any]:
+    pod_template: dict[str, Any] = {}
+    if pod_annotations is not None:
+        pod_template["metadata"] = {"annotations": dict(pod_annotations)}
+    if tolerations is not None:
+        pod_template["spec"] = {"tolerations": tolerations}
+    spec: dict[str, Any] = {}
+    if pod_template:
+        spec = {"replicatedJobs": [{"name": job, "template": {"spec": {"template": pod_template}}}]}
+    return {
+        "manager": manager,
+        "time": "2026-08-21T10:00:00Z",
+        "trainingRuntimeSpec": {"template": {"spec": spec}},
+    }
+
+
+_uids = itertools.count(1)
+
+
+def pod(
+    name: str,
+    *,
+    namespace: str | None = NS,
+    uid: str | None = "auto",
+    jobset_name: str | None = NAME,
+    job_id: str | None = JOB_ID,
+    submission: str | None = SUBMISSION,
+    admission: str | None = "1",
+    phase: str | None = "Running",
+    node: str | None = "n1",
+    deletion: str | None = None,
+    conditions: Iterable[dict[str, Any]] = (),
+) -> dict[str, Any]:
+    labels: dict[str, str] = {}
+    if jobset_name is not None:
+        labels[v.LABEL_JOBSET_NAME] = jobset_name
+    if job_id is not None:
+        labels[v.LABEL_JOB_ID] = job_id
+    if submission is not None:
+        labels[v.LABEL_SUBMISSION] = submission
+    if admission is not None:
+        labels[v.POD_LABEL_ADMISSION] = admission
+    metadata: dict[str, Any] = {"name": name, "labels": labels}
+    if namespace is not None:
+        metadata["namespace"] = namespace
+    if uid == "auto":
+        metadata["uid"] = f"uid-pod-{next(_uids)}"
+    elif uid is not None:
+        metadata["uid"] = uid
+    if deletion is not None:
+        metadata["deletionTimestamp"] = deletion
+        metadata["deletionGracePeriodSeconds"] = 30
+    status: dict[str, Any] = {"conditions": list(conditions)}
+    if phase is not None:
+        status["phase"] = phase
+    spec: dict[str, Any] = {"containers": [{"name": "node"}]}
+    if node is not None:
+        spec["nodeName"] = node
+    return {"metadata": metadata, "spec": spec, "status": status}
+
+
+def node(name: str, *, ready: str | None = "True", taints: Iterable[dict[str, Any]] = ()) -> dict[str, Any]:
+    conditions = [] if ready is None else [condition(v.CONDITION_READY, ready)]
+    return {
+        "metadata": {"name": name},
+        "spec": {"taints": list(taints)},
+        "status": {"conditions": conditions},
+    }
+
+
+OUT_OF_SERVICE = {"key": v.TAINT_OUT_OF_SERVICE, "value": "nodeshutdown", "effect": "NoExecute"}
+
+
+def workload(*, uid: str = "uid-tj-1", active: bool = True, checks: Iterable[dict[str, Any]] = ()) -> dict[str, Any]:
+    return {
+        "apiVersion": "kueue.x-k8s.io/v1beta2",
+        "kind": "Workload",
+        "metadata": {
+            "name": f"trainjob-{NAME}-3f9a1",
+            "namespace": NS,
+            "labels": {v.LABEL_KUEUE_JOB_UID: uid},
+        },
+        "spec": {"active": active, "queueName": "user-queue"},
+        "status": {"admissionChecks": list(checks)},
+    }
+
+
+# --- the fake API -------------------------------------------------------------------------------------------
+
+
+def status(code: int, reason: str, message: str = "") -> ApiFailure:
+    return ApiFailure(
+        code,
+        {
+            "kind": "Status",
+            "apiVersion": "v1",
+            "status": "Failure",
+            "code": code,
+            "reason": reason,
+            "message": message,
+        },
+    )
+
+
+@dataclass
+class FakeApi:
+    """A tiny Kubernetes API over dicts: one global resourceVersion, conditional replace, paged lists."""
+
+    objects: dict[tuple[str, str | None, str], dict[str, Any]] = field(default_factory=dict)
+    pods: list[dict[str, Any]] = field(default_factory=list)
+    nodes: dict[str, dict[str, Any]] = field(default_factory=dict)
+    nodes_forbidden: bool = False
+    exact_supported: bool = True
+    rv: int = 100
+    requests: list[Request] = field(default_factory=list)
+    #: a hook that may answer a request instead of the fake (fault injection); None lets the fake answer
+    intercept: Callable[[Request], Response | None] | None = None
+    #: called with each created object (e.g. to play Trainer and set the Suspended condition)
+    on_create: Callable[[dict[str, Any]], None] | None = None
+
+    # -- setup
+
+    def add(self, coords: v.ApiCoordinates, obj: dict[str, Any]) -> dict[str, Any]:
+        stored = copy.deepcopy(obj)
+        self.rv += 1
+        stored.setdefault("metadata", {})["resourceVersion"] = str(self.rv)
+        self.objects[(coords.plural, v.namespace_of(stored) or None, v.name_of(stored))] = stored
+        return stored
+
+    def get(self, coords: v.ApiCoordinates, namespace: str | None, name: str) -> dict[str, Any] | None:
+        return self.objects.get((coords.plural, namespace, name))
+
+    def writes(self) -> list[Request]:
+        return [r for r in self.requests if isinstance(r, ReplaceObject | CreateObject)]
+
+    # -- answering
+
+    def respond(self, request: Request) -> Response:
+        self.requests.append(request)
+        if self.intercept is not None:
+            answer = self.intercept(request)
+            if answer is not None:
+                return answer
+        if isinstance(request, GetNode):
+            if self.nodes_forbidden:
+                return status(
+                    403,
+                    "Forbidden",
+                    f'nodes "{request.name}" is forbidden: User "ro" cannot get resource "nodes"',
+                )
+            found = self.nodes.get(request.name)
+            return (
+                copy.deepcopy(found)
+                if found is not None
+                else status(404, "NotFound", f'nodes "{request.name}" not found')
+            )
+        if isinstance(request, GetObject):
+            found = self.get(request.coords, request.namespace, request.name)
+            if found is None:
+                return status(404, "NotFound", f'{request.coords.plural} "{request.name}" not found')
+            return copy.deepcopy(found)
+        if isinstance(request, ListObjects):
+            return self._list(request)
+        if isinstance(request, ReplaceObject):
+            return self._replace(request)
+        return self._create(request)
+
+    def _items(self, request: ListObjects) -> list[dict[str, Any]]:
+        if request.coords is v.POD:
+            items = [p for p in self.pods if v.namespace_of(p) in ("", request.namespace)]
+        else:
+            items = [
+                o
+                for (plural, ns, _), o in self.objects.items()
+                if plural == request.coords.plural and ns == request.namespace
+            ]
+        terms = [t.split("=", 1) for t in request.label_selector.split(",")] if request.label_selector else []
+        return [i for i in items if all(v.labels_of(i).get(k) == val for k, val in terms)]
+
+    def _list(self, request: ListObjects) -> Response:
+        if request.continue_ is not None:
+            offset_text, rv = request.continue_.split("|")
+            if rv != str(self.rv):
+                return status(410, "Expired", "The provided continue parameter is too old")
+            offset = int(offset_text)
+        else:
+            offset = 0
+            if request.resource_version_match == "Exact":
+                if not self.exact_supported:
+                    return status(400, "BadRequest", "resourceVersionMatch is not supported")
+                if request.resource_version != str(self.rv):
+                    return status(410, "Expired", "too old resource version")
+            rv = str(self.rv)
+        items = self._items(request)
+        limit = request.limit or len(items) or 1
+        page = copy.deepcopy(items[offset : offset + limit])
+        metadata: dict[str, Any] = {"resourceVersion": rv}
+        if offset + limit < len(items):
+            metadata["continue"] = f"{offset + limit}|{rv}"
+        return {"kind": "List", "apiVersion": "v1", "metadata": metadata, "items": page}
+
+    def _replace(self, request: ReplaceObject) -> Response:
+        key = (request.coords.plural, request.namespace, request.name)
+        live = self.objects.get(key)
+        if live is None:
+            return status(404, "NotFound")
+        sent_rv = v.field(request.body, "metadata", "resourceVersion")
+        if sent_rv != live["metadata"]["resourceVersion"]:
+            return status(
+                409,
+                "Conflict",
+                "the object has been modified; please apply your changes to the latest version",
+            )
+        stored = copy.deepcopy(dict(request.body))
+        stored["status"] = copy.deepcopy(live.get("status", {}))
+        self.rv += 1
+        stored["metadata"]["resourceVersion"] = str(self.rv)
+        self.objects[key] = stored
+        return copy.deepcopy(stored)
+
+    def _create(self, request: CreateObject) -> Response:
+        key = (request.coords.plural, request.namespace, v.name_of(request.body))
+        if key in self.objects:
+            return status(409, "AlreadyExists", f'trainjobs "{v.name_of(request.body)}" already exists')
+        stored = copy.deepcopy(dict(request.body))
+        self.rv += 1
+        stored["metadata"]["resourceVersion"] = str(self.rv)
+        stored["metadata"]["uid"] = f"uid-created-{self.rv}"
+        self.objects[key] = stored
+        if self.on_create is not None:
+            self.on_create(stored)
+        return copy.deepcopy(stored)
+
+
+def standard_api(**kwargs: Any) -> FakeApi:
+    """A held, observed, drained TrainJob with its JobSet and runtime: release should admit it."""
+    api = FakeApi()
+    api.add(v.TRAINJOB, trainjob(**kwargs))
+    api.add(v.JOBSET, jobset())
+    api.add(v.CLUSTER_TRAINING_RUNTIME, runtime())
+    api.nodes["n1"] = node("n1")
+    return api

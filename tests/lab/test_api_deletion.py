@@ -1,0 +1,114 @@
+"""Graceful deletion exactly as research k8s-apis.md section 5.2 describes it, through the official client."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import kubernetes
+import pytest
+from kubernetes.client import ApiException
+
+from airflow_provider_dispatch.lab import manifests
+
+TRAINER = ("trainer.kubeflow.org", "v1alpha1")
+
+
+def _gone(core_v1: kubernetes.client.CoreV1Api, namespace: str, name: str) -> bool:
+    try:
+        core_v1.read_namespaced_pod(name, namespace)
+    except ApiException as error:
+        return error.status == 404
+    return False
+
+
+def test_scheduled_pod_stays_terminating_for_its_grace_period(
+    core_v1: kubernetes.client.CoreV1Api, namespace: str
+) -> None:
+    created = core_v1.create_namespaced_pod(namespace, manifests.pod("p", node_name="n1", grace_seconds=30))
+    core_v1.patch_namespaced_pod_status("p", namespace, {"status": {"phase": "Running"}})
+    core_v1.delete_namespaced_pod("p", namespace)
+    pod = core_v1.read_namespaced_pod("p", namespace)
+    assert pod.metadata.deletion_grace_period_seconds == 30
+    assert pod.metadata.deletion_timestamp is not None
+    assert pod.metadata.deletion_timestamp - created.metadata.creation_timestamp >= timedelta(seconds=29)
+    assert pod.status.phase == "Running"  # the phase does not change on delete
+    assert pod.metadata.generation == created.metadata.generation + 1
+
+
+def test_only_a_shorter_grace_period_changes_anything(core_v1: kubernetes.client.CoreV1Api, namespace: str) -> None:
+    core_v1.create_namespaced_pod(namespace, manifests.pod("p", node_name="n1", grace_seconds=30))
+    core_v1.delete_namespaced_pod("p", namespace)
+    first = core_v1.read_namespaced_pod("p", namespace)
+    core_v1.delete_namespaced_pod("p", namespace, grace_period_seconds=60)
+    longer = core_v1.read_namespaced_pod("p", namespace)
+    assert longer.metadata.deletion_timestamp == first.metadata.deletion_timestamp
+    assert longer.metadata.resource_version == first.metadata.resource_version
+    core_v1.delete_namespaced_pod("p", namespace, grace_period_seconds=10)
+    shorter = core_v1.read_namespaced_pod("p", namespace)
+    assert shorter.metadata.deletion_grace_period_seconds == 10
+    assert first.metadata.deletion_timestamp - shorter.metadata.deletion_timestamp == timedelta(seconds=20)
+    core_v1.delete_namespaced_pod("p", namespace, grace_period_seconds=0)
+    assert _gone(core_v1, namespace, "p")
+
+
+@pytest.mark.parametrize("case", ["unscheduled", "succeeded", "failed"])
+def test_grace_is_forced_to_zero(core_v1: kubernetes.client.CoreV1Api, namespace: str, case: str) -> None:
+    core_v1.create_namespaced_pod(
+        namespace, manifests.pod("p", node_name=None if case == "unscheduled" else "n1", grace_seconds=30)
+    )
+    if case != "unscheduled":
+        core_v1.patch_namespaced_pod_status("p", namespace, {"status": {"phase": case.capitalize()}})
+    core_v1.delete_namespaced_pod("p", namespace)
+    assert _gone(core_v1, namespace, "p")
+
+
+def test_finalizers_delay_removal(core_v1: kubernetes.client.CoreV1Api, namespace: str) -> None:
+    core_v1.create_namespaced_pod(
+        namespace, manifests.pod("p", node_name="n1", finalizers=["batch.kubernetes.io/job-tracking"])
+    )
+    core_v1.delete_namespaced_pod("p", namespace, grace_period_seconds=0)
+    held = core_v1.read_namespaced_pod("p", namespace)
+    assert held.metadata.deletion_timestamp is not None
+    assert held.metadata.deletion_grace_period_seconds == 0
+    with pytest.raises(ApiException) as raised:
+        core_v1.patch_namespaced_pod("p", namespace, {"metadata": {"finalizers": ["x.example/new"]}})
+    assert raised.value.status == 422  # no new finalizer once deletion started
+    core_v1.patch_namespaced_pod(
+        "p",
+        namespace,
+        {"metadata": {"$deleteFromPrimitiveList/finalizers": ["batch.kubernetes.io/job-tracking"]}},
+    )
+    assert _gone(core_v1, namespace, "p")
+
+
+def test_preconditions_and_propagation(custom_objects: kubernetes.client.CustomObjectsApi, namespace: str) -> None:
+    created = custom_objects.create_namespaced_custom_object(*TRAINER, namespace, "trainjobs", manifests.trainjob("tj"))
+    with pytest.raises(ApiException) as raised:
+        custom_objects.delete_namespaced_custom_object(
+            *TRAINER, namespace, "trainjobs", "tj", body={"preconditions": {"uid": "not-the-uid"}}
+        )
+    assert raised.value.status == 409
+    answer = custom_objects.delete_namespaced_custom_object(
+        *TRAINER,
+        namespace,
+        "trainjobs",
+        "tj",
+        body={"preconditions": {"uid": created["metadata"]["uid"]}, "propagationPolicy": "Foreground"},
+    )
+    assert answer is None  # 202 Accepted: the generated client maps only a 200 to a body for custom objects
+    deleted = custom_objects.get_namespaced_custom_object(*TRAINER, namespace, "trainjobs", "tj")
+    # Foreground deletion keeps the object, with the garbage collector's finalizer, until its dependents are gone.
+    assert deleted["metadata"]["finalizers"] == ["foregroundDeletion"]
+    assert deleted["metadata"]["deletionTimestamp"]
+
+
+def test_dry_run_writes_nothing(core_v1: kubernetes.client.CoreV1Api, namespace: str) -> None:
+    core_v1.create_namespaced_pod(namespace, manifests.pod("p"), dry_run="All")
+    assert _gone(core_v1, namespace, "p")
+
+
+def test_delete_collection_by_selector(core_v1: kubernetes.client.CoreV1Api, namespace: str) -> None:
+    core_v1.create_namespaced_pod(namespace, manifests.pod("a", labels={"x": "1"}))
+    core_v1.create_namespaced_pod(namespace, manifests.pod("b", labels={"x": "2"}))
+    core_v1.delete_collection_namespaced_pod(namespace, label_selector="x=1")
+    assert [p.metadata.name for p in core_v1.list_namespaced_pod(namespace).items] == ["b"]
