@@ -56,5 +56,31 @@ def serve(port: int, speed: float, kubeconfig_path: Path) -> None:
     asyncio.run(run())
 
 
+@main.command()
+def demo() -> None:
+    """Start the lab, and talk to it through the official client as a cluster (the smoke run)."""
+    import kubernetes
+
+    from airflow_provider_dispatch.lab import manifests
+    from airflow_provider_dispatch.lab.runtime import Lab
+
+    with Lab(speed=100.0) as running:
+        client = kubernetes.config.new_client_from_config(config_file=str(running.kubeconfig()))
+        custom = kubernetes.client.CustomObjectsApi(client)
+        group, version = "trainer.kubeflow.org", "v1alpha1"
+        custom.create_cluster_custom_object(
+            group, version, "clustertrainingruntimes", manifests.cluster_training_runtime()
+        )
+        created = custom.create_namespaced_custom_object(
+            group, version, "default", "trainjobs", manifests.trainjob("demo-train")
+        )
+        click.echo(f"lab API server on {running.url}")
+        click.echo(
+            f"created TrainJob default/{created['metadata']['name']} (uid {created['metadata']['uid']}, "
+            f"resourceVersion {created['metadata']['resourceVersion']}, suspend={created['spec']['suspend']})"
+        )
+        client.close()
+
+
 if __name__ == "__main__":
     main()

@@ -9,9 +9,10 @@ kubeconfig files whose `server:` is the lab's `http://127.0.0.1:<port>` and whos
 from __future__ import annotations
 
 import asyncio
+import logging
 import tempfile
 import threading
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from concurrent.futures import Future
 from pathlib import Path
 from typing import Any, TypeVar
@@ -22,12 +23,14 @@ from aiohttp import web
 from airflow_provider_dispatch.lab.admission import AdmissionChain
 from airflow_provider_dispatch.lab.auth import Authenticator, Authorizer
 from airflow_provider_dispatch.lab.clock import LabClock
+from airflow_provider_dispatch.lab.cluster import ClusterContext, Controller, ControllerFactory
 from airflow_provider_dispatch.lab.resources import Registry, default_registry
 from airflow_provider_dispatch.lab.server import LabApiServer
 from airflow_provider_dispatch.lab.store import Store
 from airflow_provider_dispatch.lab.strategy import prepare_create
 
 T = TypeVar("T")
+logger = logging.getLogger(__name__)
 
 BOOTSTRAP_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 """The namespaces a new cluster has (`pkg/controlplane/controller/systemnamespaces`)."""
@@ -66,6 +69,8 @@ class AsyncLab:
         authorizer: Authorizer | None = None,
         middlewares: tuple[Any, ...] = (),
         bookmark_interval: float = 60.0,
+        controllers: Sequence[ControllerFactory] = (),
+        controller_token: str = DEFAULT_TOKEN,
     ) -> None:
         if host not in ("127.0.0.1", "::1", "localhost"):
             raise ValueError(f"the lab listens on loopback only, not on {host!r}")
@@ -87,6 +92,10 @@ class AsyncLab:
         self._runner: web.AppRunner | None = None
         self.url = ""
         self._background: set[asyncio.Task[Any]] = set()
+        self._factories = list(controllers)
+        self._controller_token = controller_token
+        self.controllers: list[Controller] = []
+        self.crashes: list[tuple[str, BaseException | None]] = []
 
     async def start(self) -> AsyncLab:
         self._bootstrap()
@@ -100,7 +109,19 @@ class AsyncLab:
         sockets = getattr(server, "sockets", None) or []
         port = sockets[0].getsockname()[1] if sockets else self._port
         self.url = f"http://{self._host}:{port}"
+        self.start_controllers(self._factories)
         return self
+
+    def context(self) -> ClusterContext:
+        return ClusterContext(self.url, self.clock, self.admission, self._controller_token)
+
+    def start_controllers(self, factories: Sequence[ControllerFactory]) -> list[Controller]:
+        """Build and run controllers; they stop with the lab."""
+        started = [factory(self.context()) for factory in factories]
+        for controller in started:
+            self.spawn(controller.run(), name=controller.name)
+        self.controllers.extend(started)
+        return started
 
     def _bootstrap(self) -> None:
         namespaces = self.registry.by_path("", "v1", "namespaces")
@@ -117,12 +138,19 @@ class AsyncLab:
                 namespaces.schema.default(created)
                 self.store.put(namespaces.qualified, ("", name), created)
 
-    def spawn(self, coroutine: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]:
+    def spawn(self, coroutine: Coroutine[Any, Any, Any], name: str | None = None) -> asyncio.Task[Any]:
         """Run a background task (a simulated controller) that stops with the lab."""
-        task = asyncio.get_running_loop().create_task(coroutine)
+        task = asyncio.get_running_loop().create_task(coroutine, name=name)
         self._background.add(task)
-        task.add_done_callback(self._background.discard)
+        task.add_done_callback(self._finished)
         return task
+
+    def _finished(self, task: asyncio.Task[Any]) -> None:
+        """A background task that ends by an exception is a lab bug: keep it for tests to see, and log it."""
+        self._background.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            self.crashes.append((task.get_name(), task.exception()))
+            logger.error("lab task %s crashed", task.get_name(), exc_info=task.exception())
 
     async def stop(self) -> None:
         for task in list(self._background):

@@ -24,6 +24,7 @@ from typing import Any
 from airflow_provider_dispatch.lab.clock import LabClock
 from airflow_provider_dispatch.lab.errors import MODIFIED, ApiError, bad_request, conflict, invalid
 from airflow_provider_dispatch.lab.resources import ResourceType
+from airflow_provider_dispatch.lab.schema_builtin import apply_pod_create_admission, generate_job_selector
 
 Obj = dict[str, Any]
 
@@ -71,6 +72,11 @@ def prepare_create(resource: ResourceType, obj: Obj, namespace: str | None, cloc
     else:
         meta["generation"] = 1
     _reset_status_on_create(resource, obj)
+    if resource.is_builtin and resource.kind == "Job":
+        generate_job_selector(obj)
+    if resource.is_builtin and resource.kind == "Pod":
+        # The built-in admission plugins every cluster enables (DefaultTolerationSeconds, Priority).
+        apply_pod_create_admission(obj)
     return obj
 
 

@@ -1,0 +1,47 @@
+"""Fixtures for tests that need a simulated cluster: a lab with controllers.
+
+`cluster_lab` builds a fresh lab with the controller factories a test module names in its `CONTROLLERS` list
+(module attribute), so each module runs exactly the controllers its behaviour depends on. A controller task that
+crashed fails the test at teardown.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import kubernetes
+import pytest
+
+from airflow_provider_dispatch.lab.runtime import Lab
+
+
+@pytest.fixture(scope="module")
+def cluster_lab(request: pytest.FixtureRequest) -> Iterator[Lab]:
+    factories = getattr(request.module, "CONTROLLERS", ())
+    speed = getattr(request.module, "LAB_SPEED", 100.0)
+    with Lab(speed=speed, controllers=tuple(factories)) as lab:
+        yield lab
+        crashes = lab.call(lambda: list(lab.inner.crashes))
+        assert not crashes, f"lab controllers crashed: {crashes}"
+
+
+@pytest.fixture(scope="module")
+def cluster_kubeconfig(cluster_lab: Lab) -> Path:
+    return cluster_lab.kubeconfig("cluster")
+
+
+@pytest.fixture(scope="module")
+def cluster_api(cluster_kubeconfig: Path) -> Iterator[kubernetes.client.ApiClient]:
+    client = kubernetes.config.new_client_from_config(config_file=str(cluster_kubeconfig))
+    yield client
+    client.close()
+
+
+@pytest.fixture
+def cluster_namespace(cluster_api: kubernetes.client.ApiClient) -> str:
+    import uuid
+
+    name = f"c-{uuid.uuid4().hex[:10]}"
+    kubernetes.client.CoreV1Api(cluster_api).create_namespace({"metadata": {"name": name}})
+    return name
