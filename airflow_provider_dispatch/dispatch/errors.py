@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from datetime import datetime
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Final
 
 from airflow_provider_dispatch.dispatch.blocking import RemainingPod
 from airflow_provider_dispatch.dispatch.explain import pods_remain_message
@@ -155,6 +155,10 @@ def _scope(ref: str) -> str:
     return f'in namespace "{ref.split("/", 1)[0]}"' if "/" in ref else "at cluster scope"
 
 
+#: the RBAC verbs that change state; a request with one of them is a write
+WRITE_VERBS: Final = frozenset({"create", "update", "patch", "delete"})
+
+
 def classify_api_failure(
     status_code: int | None, status_body: object, ref: str, verb: str, resource: str = ""
 ) -> DispatchError:
@@ -169,9 +173,16 @@ def classify_api_failure(
     call = " ".join(part for part in (verb, resource) if part) or "call"
     said = f": {detail}" if detail else ""
     if status_code is None:
+        if verb in WRITE_VERBS:
+            # A write whose answer was lost may have been applied. A retry is still safe: every admitting write
+            # is conditional on the resourceVersion that was checked, and release of a running object writes
+            # nothing and returns its execution.
+            outcome = "The write may or may not have been applied; a retry finds out and never admits twice"
+        else:
+            outcome = "Nothing was decided or written"
         return UnreachableError(
-            f"{ref}: the Kubernetes API could not be reached ({call}{said}). Nothing was decided or written; "
-            "retry once the API server is reachable.",
+            f"{ref}: the Kubernetes API could not be reached ({call}{said}). {outcome}; retry once the API "
+            "server is reachable.",
             ref=ref,
         )
     if status_code == 409:

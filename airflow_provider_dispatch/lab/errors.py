@@ -96,13 +96,21 @@ def invalid(kind: str, group: str, name: str, causes: Sequence[dict[str, str]]) 
     return ApiError(422, "Invalid", message, details)
 
 
-def forbidden(user: str, verb: str, plural: str, group: str, namespace: str | None, name: str | None) -> ApiError:
-    """403 as the RBAC authorizer words it (`apiserver/pkg/endpoints/handlers/responsewriters/errors.go`)."""
-    resource = _qualified(plural, group)
+def forbidden(
+    user: str, verb: str, plural: str, group: str, namespace: str | None, name: str | None, reason: str = ""
+) -> ApiError:
+    """403 as the RBAC authorizer words it (`apiserver/pkg/endpoints/handlers/responsewriters/errors.go`).
+
+    `plural` may be `pods/status`: the sentence names the subresource, while the qualified resource in front
+    and `details.kind` do not (`Forbidden` builds its GroupResource from the resource alone)."""
+    base = plural.split("/", 1)[0]
+    resource = _qualified(base, group)
     where = f' in the namespace "{namespace}"' if namespace else " at the cluster scope"
     named = f' "{name}"' if name else ""
-    reason = f'User "{user}" cannot {verb} resource "{plural}" in API group "{group}"{where}'
-    return ApiError(403, "Forbidden", f"{resource}{named} is forbidden: {reason}", _details(name, group, plural))
+    sentence = f'User "{user}" cannot {verb} resource "{plural}" in API group "{group}"{where}'
+    if reason:
+        sentence = f"{sentence}: {reason}"  # `Forbidden` appends the authorizer's reason when it gave one
+    return ApiError(403, "Forbidden", f"{resource}{named} is forbidden: {sentence}", _details(name, group, base))
 
 
 def unauthorized() -> ApiError:

@@ -26,10 +26,19 @@ LEASE: Final = ApiCoordinates("coordination.k8s.io", "v1", "leases", "Lease", na
 ADMISSION_CHECK: Final = ApiCoordinates("kueue.x-k8s.io", "v1beta2", "admissionchecks", "AdmissionCheck", False)
 CLUSTER_QUEUE: Final = ApiCoordinates("kueue.x-k8s.io", "v1beta2", "clusterqueues", "ClusterQueue", False)
 LOCAL_QUEUE: Final = ApiCoordinates("kueue.x-k8s.io", "v1beta2", "localqueues", "LocalQueue", True)
+SERVICE_ACCOUNT: Final = ApiCoordinates("", "v1", "serviceaccounts", "ServiceAccount", namespaced=True)
+ROLE: Final = ApiCoordinates("rbac.authorization.k8s.io", "v1", "roles", "Role", namespaced=True)
+CLUSTER_ROLE: Final = ApiCoordinates("rbac.authorization.k8s.io", "v1", "clusterroles", "ClusterRole", False)
+ROLE_BINDING: Final = ApiCoordinates("rbac.authorization.k8s.io", "v1", "rolebindings", "RoleBinding", True)
+CLUSTER_ROLE_BINDING: Final = ApiCoordinates(
+    "rbac.authorization.k8s.io", "v1", "clusterrolebindings", "ClusterRoleBinding", False
+)
 
 __all__ = [
     "ADMISSION_CHECK",
     "CLUSTER_QUEUE",
+    "CLUSTER_ROLE",
+    "CLUSTER_ROLE_BINDING",
     "CLUSTER_TRAINING_RUNTIME",
     "EVENT",
     "JOB",
@@ -39,6 +48,9 @@ __all__ = [
     "NAMESPACE",
     "NODE",
     "POD",
+    "ROLE",
+    "ROLE_BINDING",
+    "SERVICE_ACCOUNT",
     "TRAINING_RUNTIME",
     "TRAINJOB",
     "WORKLOAD",

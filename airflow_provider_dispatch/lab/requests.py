@@ -37,18 +37,32 @@ class RequestInfo:
         return f"{self.resource}.{self.group}" if self.group else self.resource
 
 
-def parse_request(method: str, path: str, query_watch: bool) -> RequestInfo:
+def _name_from_field_selector(field_selector: str) -> str | None:
+    """`metadata.name=x` as the only requirement on the name: requestinfo.go gives such a list or watch that
+    name, so that RBAC `resourceNames` rules can allow it."""
+    names = []
+    for requirement in filter(None, (part.strip() for part in field_selector.split(","))):
+        for operator in ("==", "="):
+            key, found, value = requirement.partition(operator)
+            if found and key.strip() == "metadata.name" and not key.endswith("!"):
+                names.append(value.strip())
+                break
+    return names[0] if len(names) == 1 else None
+
+
+def parse_request(method: str, path: str, query_watch: bool, field_selector: str = "") -> RequestInfo:
     """Parse a path such as `/apis/trainer.kubeflow.org/v1alpha1/namespaces/ml/trainjobs/ft/status`."""
     parts = [part for part in path.split("/") if part]
     verb = _VERB_BY_METHOD.get(method.upper(), method.lower())
+    non_resource_verb = method.lower()  # non-resource requests are authorized by the lowercased HTTP method
     if len(parts) >= 2 and parts[0] == "api":
         group, version, rest = "", parts[1], parts[2:]
     elif len(parts) >= 3 and parts[0] == "apis":
         group, version, rest = parts[1], parts[2], parts[3:]
     else:
-        return RequestInfo(is_resource=False, path=path, verb=verb)
+        return RequestInfo(is_resource=False, path=path, verb=non_resource_verb)
     if not rest:
-        return RequestInfo(is_resource=False, path=path, verb=verb)
+        return RequestInfo(is_resource=False, path=path, verb=non_resource_verb)
 
     namespace: str | None = None
     # `namespaces/<ns>/<resource>...` is a namespaced resource; `namespaces[/<name>[/status|/finalize]]` is the
@@ -65,6 +79,7 @@ def parse_request(method: str, path: str, query_watch: bool) -> RequestInfo:
 
     if verb == "get" and name is None:
         verb = "watch" if query_watch else "list"
+        name = _name_from_field_selector(field_selector)
     elif verb == "delete" and name is None:
         verb = "deletecollection"
     return RequestInfo(True, path, verb, group, version, resource, namespace, name, subresource)

@@ -157,6 +157,12 @@ def builtin_types() -> list[ResourceType]:
             "authorization.k8s.io", "v1", "selfsubjectaccessreviews", "SelfSubjectAccessReview", False,
             verbs=("create",), review_only=True,
         ),
+        # RBAC by token (lab.rbac): the kinds its authorizer reads, served like any built-in kind.
+        _builtin("", "v1", "serviceaccounts", "ServiceAccount", True, (), ("sa",)),
+        _builtin("rbac.authorization.k8s.io", "v1", "roles", "Role", True),
+        _builtin("rbac.authorization.k8s.io", "v1", "clusterroles", "ClusterRole", False),
+        _builtin("rbac.authorization.k8s.io", "v1", "rolebindings", "RoleBinding", True),
+        _builtin("rbac.authorization.k8s.io", "v1", "clusterrolebindings", "ClusterRoleBinding", False),
     ]  # fmt: skip
 
 

@@ -24,6 +24,7 @@ from airflow_provider_dispatch.lab.admission import AdmissionChain
 from airflow_provider_dispatch.lab.auth import Authenticator, Authorizer
 from airflow_provider_dispatch.lab.clock import LabClock
 from airflow_provider_dispatch.lab.cluster import ClusterContext, Controller, ControllerFactory
+from airflow_provider_dispatch.lab.rbac_setup import LabRbac
 from airflow_provider_dispatch.lab.resources import Registry, default_registry
 from airflow_provider_dispatch.lab.server import LabApiServer
 from airflow_provider_dispatch.lab.store import Store
@@ -71,6 +72,7 @@ class AsyncLab:
         bookmark_interval: float = 60.0,
         controllers: Sequence[ControllerFactory] = (),
         controller_token: str = DEFAULT_TOKEN,
+        rbac: bool = False,
     ) -> None:
         if host not in ("127.0.0.1", "::1", "localhost"):
             raise ValueError(f"the lab listens on loopback only, not on {host!r}")
@@ -96,6 +98,14 @@ class AsyncLab:
         self._controller_token = controller_token
         self.controllers: list[Controller] = []
         self.crashes: list[tuple[str, BaseException | None]] = []
+        # --- RBAC by token (lab.rbac_setup): the admin and controller tokens are system:masters ------------
+        self.rbac: LabRbac | None = None
+        if rbac:
+            if authenticator is not None or authorizer is not None:
+                raise ValueError("rbac=True brings its own authenticator and authorizer; pass either, not both")
+            self.rbac = LabRbac(self.store, self.clock, self.registry, admin_tokens=(DEFAULT_TOKEN, controller_token))
+            self.server.authenticator = self.rbac.authenticator
+            self.server.authorizer = self.rbac.authorizer
 
     async def start(self) -> AsyncLab:
         self._bootstrap()
@@ -109,6 +119,8 @@ class AsyncLab:
         sockets = getattr(server, "sockets", None) or []
         port = sockets[0].getsockname()[1] if sockets else self._port
         self.url = f"http://{self._host}:{port}"
+        if self.rbac is not None:
+            await self.rbac.provision(self.url)  # RBAC objects and identity tokens, before any controller runs
         self.start_controllers(self._factories)
         return self
 
@@ -170,6 +182,12 @@ class AsyncLab:
 
     def kubeconfig(self, path: Path, token: str = DEFAULT_TOKEN, user: str = "lab-admin") -> Path:
         return write_kubeconfig(path, self.url, token, user)
+
+    def kubeconfig_for(self, identity: str, path: Path, namespace: str = "default") -> Path:
+        """A kubeconfig as one of the RBAC identities (`lab.rbac_setup.IDENTITIES`); needs `rbac=True`."""
+        if self.rbac is None:
+            raise RuntimeError("the lab runs without RBAC: start it with rbac=True to get its identities")
+        return write_kubeconfig(path, self.url, self.rbac.token_for(identity), identity, namespace)
 
 
 class Lab:
@@ -239,3 +257,7 @@ class Lab:
 
     def kubeconfig(self, name: str = "admin", token: str = DEFAULT_TOKEN, user: str = "lab-admin") -> Path:
         return self.inner.kubeconfig(self._workdir / f"kubeconfig-{name}.yaml", token, user)
+
+    def kubeconfig_for(self, identity: str, namespace: str = "default") -> Path:
+        """A kubeconfig as one of the RBAC identities (admin, writer, reader, no-nodes, controller)."""
+        return self.inner.kubeconfig_for(identity, self._workdir / f"kubeconfig-rbac-{identity}.yaml", namespace)

@@ -40,6 +40,7 @@ from typing import Any
 
 from kubernetes import client as k8s_client
 
+from airflow_provider_dispatch.lab import rbac_validation as rbac
 from airflow_provider_dispatch.lab import schema_fields as f
 from airflow_provider_dispatch.lab import schema_meta
 from airflow_provider_dispatch.lab.patching import ATOMIC, ListSemantics
@@ -1029,6 +1030,26 @@ KIND_RULES: dict[str, KindRules] = {
     "Lease": KindRules("V1Lease", True, validator=validate_lease),
     "SelfSubjectAccessReview": KindRules(
         "V1SelfSubjectAccessReview", False, validator=validate_access_review, metadata_required=False
+    ),
+    # RBAC and service accounts (lab.rbac_validation: `pkg/apis/rbac/validation`, `pkg/apis/rbac/v1/defaults.go`)
+    "ServiceAccount": KindRules("V1ServiceAccount", True),
+    "Role": KindRules("V1Role", True, rbac.path_segment_name, validator=rbac.validate_role),
+    "ClusterRole": KindRules("V1ClusterRole", False, rbac.path_segment_name, validator=rbac.validate_cluster_role),
+    "RoleBinding": KindRules(
+        "V1RoleBinding",
+        True,
+        rbac.path_segment_name,
+        defaulter=rbac.default_binding,
+        validator=rbac.validate_role_binding,
+        update_validator=rbac.validate_binding_update,
+    ),
+    "ClusterRoleBinding": KindRules(
+        "V1ClusterRoleBinding",
+        False,
+        rbac.path_segment_name,
+        defaulter=rbac.default_binding,
+        validator=rbac.validate_cluster_role_binding,
+        update_validator=rbac.validate_binding_update,
     ),
 }
 

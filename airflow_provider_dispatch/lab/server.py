@@ -112,7 +112,12 @@ class LabApiServer:
 
     @web.middleware
     async def _auth_middleware(self, request: web.Request, handler: Handler) -> web.StreamResponse:
-        info = parse_request(request.method, request.path, request.query.get("watch", "").lower() in ("true", "1"))
+        info = parse_request(
+            request.method,
+            request.path,
+            request.query.get("watch", "").lower() in ("true", "1"),
+            request.query.get("fieldSelector", ""),
+        )
         request[INFO_KEY] = info
         if request.path in ("/healthz", "/livez", "/readyz"):
             return await handler(request)
@@ -120,19 +125,17 @@ class LabApiServer:
         if user is None:
             raise errors.unauthorized()
         request[USER_KEY] = user
-        if info.is_resource and info.resource == "selfsubjectaccessreviews":
-            return await handler(request)  # every authenticated user may ask about themselves
         decision = self.authorizer.authorize(user, info)
         if not decision.allowed:
             if not info.is_resource:
-                raise ApiError(
-                    403,
-                    "Forbidden",
-                    f'forbidden: User "{user.name}" cannot {info.verb} path "{info.path}"',
-                    {},
-                )
+                sentence = f'User "{user.name}" cannot {info.verb} path "{info.path}"'
+                if decision.reason:
+                    sentence = f"{sentence}: {decision.reason}"
+                raise ApiError(403, "Forbidden", f"forbidden: {sentence}", {})
             resource = info.resource + (f"/{info.subresource}" if info.subresource else "")
-            raise errors.forbidden(user.name, info.verb, resource, info.group, info.namespace, info.name)
+            raise errors.forbidden(
+                user.name, info.verb, resource, info.group, info.namespace, info.name, decision.reason
+            )
         return await handler(request)
 
     # ------------------------------------------------------------------------------------------ routing
@@ -643,8 +646,6 @@ class LabApiServer:
         status: Obj = {"allowed": decision.allowed}
         if decision.reason:
             status["reason"] = decision.reason
-        if not decision.allowed:
-            status["denied"] = False
         result = {
             "kind": "SelfSubjectAccessReview",
             "apiVersion": "authorization.k8s.io/v1",

@@ -33,7 +33,20 @@ _GENERATE_NAME_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 """`apiserver/pkg/storage/names/generate.go` uses `utilrand.String(5)`, whose alphabet avoids vowels and
 look-alike characters (`apimachinery/pkg/util/rand/rand.go`)."""
 
-_KINDS_WITHOUT_GENERATION = frozenset({"Namespace", "Node", "Event", "Lease", "SelfSubjectAccessReview"})
+_KINDS_WITHOUT_GENERATION = frozenset(
+    {
+        "Namespace",
+        "Node",
+        "Event",
+        "Lease",
+        "SelfSubjectAccessReview",
+        "ServiceAccount",
+        "Role",
+        "ClusterRole",
+        "RoleBinding",
+        "ClusterRoleBinding",
+    }
+)
 
 
 def has_status_subresource(resource: ResourceType) -> bool:

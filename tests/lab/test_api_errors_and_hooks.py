@@ -55,7 +55,8 @@ def test_forbidden_is_403_with_the_rbac_message() -> None:
     status = json.loads(raised.value.body)
     assert (raised.value.status, status["reason"]) == (403, "Forbidden")
     assert status["message"] == (
-        'pods is forbidden: User "reader" cannot create resource "pods" in API group "" in the namespace "default"'
+        'pods is forbidden: User "reader" cannot create resource "pods" in API group "" in the namespace "default": '
+        "reads only"
     )
 
 

@@ -38,6 +38,20 @@ NO_DELETECOLLECTION = tuple(v for v in STANDARD_VERBS if v != "deletecollection"
             (),
             ("create",),
         ),
+        ("", "v1", "serviceaccounts", "ServiceAccount", True, set(), ("sa",), STANDARD_VERBS),
+        ("rbac.authorization.k8s.io", "v1", "roles", "Role", True, set(), (), STANDARD_VERBS),
+        ("rbac.authorization.k8s.io", "v1", "clusterroles", "ClusterRole", False, set(), (), STANDARD_VERBS),
+        ("rbac.authorization.k8s.io", "v1", "rolebindings", "RoleBinding", True, set(), (), STANDARD_VERBS),
+        (
+            "rbac.authorization.k8s.io",
+            "v1",
+            "clusterrolebindings",
+            "ClusterRoleBinding",
+            False,
+            set(),
+            (),
+            STANDARD_VERBS,
+        ),
         ("trainer.kubeflow.org", "v1alpha1", "trainjobs", "TrainJob", True, {"status"}, (), STANDARD_VERBS),
         (
             "trainer.kubeflow.org",
@@ -126,7 +140,7 @@ def test_served_resources(
 
 
 def test_exactly_the_expected_resources_are_served() -> None:
-    assert len(default_registry().all()) == 15
+    assert len(default_registry().all()) == 20
 
 
 @pytest.mark.parametrize("version", ["v1beta1", "v1beta3"])

@@ -1,0 +1,125 @@
+"""The operations both adapters offer, as programs with the adapter's options applied.
+
+`DispatchAdapter` and `AsyncDispatchAdapter` must offer the same operations with the same options and the same
+refusals, differing only in how a request is carried out. So the mapping from an operation to its program lives
+here once: each method returns the program of `programs.py` to run, with the adapter's pod read strategy, page
+size and clock applied. A read-only adapter's write operations raise `ForbiddenError` here, when the program is
+asked for, so nothing at all is sent.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from airflow_provider_dispatch.dispatch import programs
+from airflow_provider_dispatch.dispatch.assessment import DrainReport, Execution, Status
+from airflow_provider_dispatch.dispatch.errors import ForbiddenError
+from airflow_provider_dispatch.dispatch.programs import DEFAULT_PAGE_SIZE, DEFAULT_POD_READ, PodReadStrategy, Program
+from airflow_provider_dispatch.dispatch.transport import DEFAULT_TIMEOUT
+from airflow_provider_dispatch.dispatch.validation import Ref
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+def read_only_refusal(operation: str, ref: object = None) -> ForbiddenError:
+    """What a read-only adapter raises instead of sending anything for `operation`."""
+    text = str(ref)[:80] if ref is not None else None
+    where = f"{text}: " if text else ""
+    return ForbiddenError(
+        f"{where}this dispatch adapter is read-only, so it does not {operation}; nothing was sent to the API "
+        "server. Use a writer adapter (read_only=False) whose credentials may get, list and update TrainJobs.",
+        ref=text,
+    )
+
+
+@dataclass(frozen=True)
+class Operations:
+    """An adapter's options, and the program each of its operations runs."""
+
+    read_only: bool = False
+    pod_read: PodReadStrategy = DEFAULT_POD_READ
+    page_size: int = DEFAULT_PAGE_SIZE
+    request_timeout: tuple[float, float] = DEFAULT_TIMEOUT
+    clock: Callable[[], datetime] = utc_now
+
+    def __post_init__(self) -> None:
+        """Refuse options that would make every call fail, with a clear error when the adapter is built."""
+        if self.pod_read not in ("pinned", "full"):
+            raise ValueError(f"pod_read must be 'pinned' or 'full', not {self.pod_read!r}")
+        if isinstance(self.page_size, bool) or not isinstance(self.page_size, int) or self.page_size < 1:
+            raise ValueError(f"page_size must be a positive integer, not {self.page_size!r}")
+        timeout = self.request_timeout
+        if len(timeout) != 2 or any(isinstance(t, bool) or not isinstance(t, int | float) or t <= 0 for t in timeout):
+            raise ValueError(f"request_timeout must be (connect seconds, read seconds), both > 0, not {timeout!r}")
+
+    def _now(self, now: datetime | None) -> datetime:
+        return now if now is not None else self.clock()
+
+    def _writer(self, operation: str, ref: object) -> None:
+        if self.read_only:
+            raise read_only_refusal(operation, ref)
+
+    def hold(self, ref: str | Ref) -> Program[Execution]:
+        self._writer("hold", ref)
+        return programs.hold(ref)
+
+    def release(self, ref: str | Ref, *, now: datetime | None = None) -> Program[Execution]:
+        self._writer("release", ref)
+        return programs.release(ref, now=self._now(now), pod_read=self.pod_read, page_size=self.page_size)
+
+    def open(
+        self, manifest: Mapping[str, Any], *, ref: str | Ref | None = None, now: datetime | None = None
+    ) -> Program[Execution]:
+        self._writer("open", ref if ref is not None else _manifest_ref(manifest))
+        return programs.open(manifest, ref=ref, now=self._now(now), pod_read=self.pod_read, page_size=self.page_size)
+
+    def kueue_admit(self, ref: str | Ref, *, admission_key: str, now: datetime | None = None) -> Program[Execution]:
+        self._writer("admit", ref)
+        return programs.kueue_admit(
+            ref, admission_key=admission_key, now=self._now(now), pod_read=self.pod_read, page_size=self.page_size
+        )
+
+    def inspect(self, ref: str | Ref, *, now: datetime | None = None) -> Program[Status]:
+        return programs.inspect(ref, now=self._now(now), pod_read=self.pod_read, page_size=self.page_size)
+
+    def find(self, namespace: str, job_id: str, *, now: datetime | None = None) -> Program[Status]:
+        return programs.find(namespace, job_id, now=self._now(now), pod_read=self.pod_read, page_size=self.page_size)
+
+    def remaining_pods(
+        self,
+        ref: str | Ref,
+        *,
+        job_id: str | None = None,
+        submission: str | None = None,
+        now: datetime | None = None,
+    ) -> Program[DrainReport]:
+        return programs.remaining_pods(
+            ref,
+            job_id=job_id,
+            submission=submission,
+            now=self._now(now),
+            pod_read=self.pod_read,
+            page_size=self.page_size,
+        )
+
+    def ceased(self, ref: str | Ref, *, job_id: str | None = None, submission: str | None = None) -> Program[bool]:
+        return programs.ceased(
+            ref, job_id=job_id, submission=submission, pod_read=self.pod_read, page_size=self.page_size
+        )
+
+
+def _manifest_ref(manifest: object) -> str | None:
+    """`namespace/name` of a manifest, for the read-only refusal's message only (nothing is validated here)."""
+    metadata = manifest.get("metadata") if isinstance(manifest, Mapping) else None
+    if not isinstance(metadata, Mapping):
+        return None
+    name, namespace = metadata.get("name"), metadata.get("namespace")
+    return f"{namespace}/{name}" if isinstance(name, str) and isinstance(namespace, str) else None
+
+
+__all__ = ["Operations", "read_only_refusal", "utc_now"]

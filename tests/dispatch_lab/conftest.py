@@ -1,0 +1,298 @@
+"""Fixtures for the adapter tests: one lab with identities, a request log and switchable faults.
+
+The lab here differs from the session lab of tests/conftest.py in three ways the adapter tests need:
+
+* identities by bearer token (a test-local stand-in for the lab's RBAC, which is written separately): the
+  admin who builds the cluster state, a writer, a reader (get/list/watch only) and a reader that may not read
+  Nodes;
+* a request log (`Recorder`) of every request after authentication, with its user and the answer's status,
+  so that a test can say exactly what an adapter sent;
+* `Hooks`: per-test fault injection (`lab.faults`) and middlewares that apply to the adapters' requests only,
+  never to the admin's, so the state a test builds is never faulted.
+
+The `adapter` fixture is parametrized over the two adapters: `Either` awaits every operation, running the
+sync adapter's in a worker thread, so each test runs once through `kubernetes` and once through
+`kubernetes_asyncio`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import kubernetes
+import pytest
+from aiohttp import web
+
+from airflow_provider_dispatch.dispatch import AsyncDispatchAdapter, DispatchAdapter
+from airflow_provider_dispatch.dispatch.assessment import DrainReport, Execution, Status
+from airflow_provider_dispatch.lab.auth import Decision, UserInfo
+from airflow_provider_dispatch.lab.errors import ApiError
+from airflow_provider_dispatch.lab.faults import FaultInjector, FaultRule
+from airflow_provider_dispatch.lab.requests import RequestInfo
+from airflow_provider_dispatch.lab.runtime import DEFAULT_TOKEN, Lab, write_kubeconfig
+from airflow_provider_dispatch.lab.server import USER_KEY
+
+from .cluster import Cluster
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+Hook = Callable[[web.Request, Handler], Awaitable[web.StreamResponse]]
+
+ADMIN, WRITER, READER, NO_NODES = "lab-admin", "writer", "reader", "no-nodes"
+TOKENS = {
+    DEFAULT_TOKEN: ADMIN,
+    "writer-token": WRITER,
+    "reader-token": READER,
+    "no-nodes-token": NO_NODES,
+}
+
+
+class TokenAuthorizer:
+    """Bearer tokens to users; the admin and the writer may do everything, the readers only read."""
+
+    def authenticate(self, authorization: str | None) -> UserInfo | None:
+        if not authorization or not authorization.startswith("Bearer "):
+            return None
+        user = TOKENS.get(authorization.removeprefix("Bearer "))
+        return UserInfo(user, ("system:authenticated",)) if user else None
+
+    def authorize(self, user: UserInfo, request: RequestInfo) -> Decision:
+        if user.name in (ADMIN, WRITER):
+            return Decision(True)
+        reads = not request.is_resource or request.verb in ("get", "list", "watch")
+        if user.name == NO_NODES and request.resource == "nodes":
+            return Decision(False, "no nodes")
+        return Decision(reads, "" if reads else "reads only")
+
+
+@dataclass(frozen=True)
+class Call:
+    user: str
+    method: str
+    path: str
+    query: Mapping[str, str]
+    status: int | str
+    peer: object = None
+
+    @property
+    def writes(self) -> bool:
+        return self.method in ("PUT", "POST", "PATCH", "DELETE")
+
+
+@dataclass
+class Recorder:
+    """Every request after authentication: who, what, and the answer (a status, or `dropped`)."""
+
+    calls: list[Call] = field(default_factory=list)
+
+    @web.middleware
+    async def middleware(self, request: web.Request, handler: Handler) -> web.StreamResponse:
+        user = request.get(USER_KEY)
+        name = user.name if isinstance(user, UserInfo) else "?"
+
+        peer = request.transport.get_extra_info("peername") if request.transport is not None else None
+
+        def log(status: int | str) -> None:
+            self.calls.append(Call(name, request.method, request.path, dict(request.query), status, peer))
+
+        try:
+            response = await handler(request)
+        except ApiError as error:
+            log(error.code)
+            raise
+        except web.HTTPException as error:
+            log(error.status)
+            raise
+        except BaseException:
+            log("dropped")
+            raise
+        log(response.status)
+        return response
+
+    def mark(self) -> int:
+        return len(self.calls)
+
+    def since(self, mark: int, *, admin: bool = False) -> list[Call]:
+        return [c for c in self.calls[mark:] if admin or c.user != ADMIN]
+
+
+@dataclass
+class Hooks:
+    """Middlewares and fault injectors for the adapters' requests (never the admin's), cleared per test."""
+
+    active: list[tuple[Callable[[web.Request], bool], Hook]] = field(default_factory=list)
+
+    def add(self, hook: Hook, when: Callable[[web.Request], bool] = lambda request: True) -> None:
+        self.active.append((when, hook))
+
+    def faults(self, *rules: FaultRule, when: Callable[[web.Request], bool] = lambda request: True) -> FaultInjector:
+        """A seeded fault injector (`lab.faults`) for the adapters' requests for which `when` holds."""
+        injector = FaultInjector(seed=11)
+        for rule in rules:
+            injector.add(rule)
+        self.add(injector.middleware, when)
+        return injector
+
+    def clear(self) -> None:
+        self.active.clear()
+
+    @web.middleware
+    async def middleware(self, request: web.Request, handler: Handler) -> web.StreamResponse:
+        user = request.get(USER_KEY)
+        if isinstance(user, UserInfo) and user.name == ADMIN:
+            return await handler(request)
+        hooks = [hook for when, hook in list(self.active) if when(request)]
+
+        async def call(index: int, current: web.Request) -> web.StreamResponse:
+            if index == len(hooks):
+                return await handler(current)
+            return await hooks[index](current, lambda forwarded: call(index + 1, forwarded))
+
+        return await call(0, request)
+
+
+@dataclass
+class DispatchLab:
+    lab: Lab
+    recorder: Recorder
+    hooks: Hooks
+
+    def kubeconfig(self, user: str) -> Path:
+        token = next(t for t, u in TOKENS.items() if u == user)
+        return self.lab.kubeconfig(user, token=token, user=user)
+
+    def revision(self) -> int:
+        """The store's global resourceVersion: unchanged means nothing at all was written anywhere."""
+        return self.lab.call(lambda: self.lab.inner.store.revision)
+
+
+@pytest.fixture(scope="session")
+def dispatch_lab() -> Iterator[DispatchLab]:
+    auth = TokenAuthorizer()
+    recorder, hooks = Recorder(), Hooks()
+    with Lab(
+        speed=100.0,
+        authenticator=auth,
+        authorizer=auth,
+        middlewares=(recorder.middleware, hooks.middleware),
+    ) as lab:
+        yield DispatchLab(lab, recorder, hooks)
+
+
+@pytest.fixture(autouse=True)
+def _clear_hooks(dispatch_lab: DispatchLab) -> Iterator[None]:
+    yield
+    dispatch_lab.hooks.clear()
+
+
+@pytest.fixture(scope="session")
+def admin_api(dispatch_lab: DispatchLab) -> Iterator[kubernetes.client.ApiClient]:
+    client = kubernetes.config.new_client_from_config(config_file=str(dispatch_lab.kubeconfig(ADMIN)))
+    yield client
+    client.close()
+
+
+@pytest.fixture
+def cluster(admin_api: kubernetes.client.ApiClient) -> Cluster:
+    built = Cluster(admin_api, "")
+    built.namespace = f"d-{built.suffix}"
+    built.core.create_namespace({"metadata": {"name": built.namespace}})
+    return built
+
+
+@pytest.fixture(scope="session")
+def closed_port_kubeconfig(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A kubeconfig for a loopback port nothing listens on: connection refused."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    return write_kubeconfig(
+        tmp_path_factory.mktemp("closed") / "kubeconfig", f"http://127.0.0.1:{port}", "writer-token"
+    )
+
+
+# --- one interface over both adapters ---------------------------------------------------------------------
+
+
+@dataclass
+class Either:
+    """The sync or the async adapter behind one awaitable interface (the sync one runs in a worker thread)."""
+
+    kind: str
+    adapter: DispatchAdapter | AsyncDispatchAdapter
+
+    async def call(self, operation: str, *args: Any, **kwargs: Any) -> Any:
+        method = getattr(self.adapter, operation)
+        if isinstance(self.adapter, DispatchAdapter):
+            return await asyncio.to_thread(method, *args, **kwargs)
+        return await method(*args, **kwargs)
+
+    async def hold(self, ref: str) -> Execution:
+        result: Execution = await self.call("hold", ref)
+        return result
+
+    async def release(self, ref: str) -> Execution:
+        result: Execution = await self.call("release", ref)
+        return result
+
+    async def open(self, manifest: Mapping[str, Any], **kwargs: Any) -> Execution:
+        result: Execution = await self.call("open", manifest, **kwargs)
+        return result
+
+    async def inspect(self, ref: str) -> Status:
+        result: Status = await self.call("inspect", ref)
+        return result
+
+    async def find(self, namespace: str, job_id: str) -> Status:
+        result: Status = await self.call("find", namespace, job_id)
+        return result
+
+    async def remaining_pods(self, ref: str, **kwargs: Any) -> DrainReport:
+        result: DrainReport = await self.call("remaining_pods", ref, **kwargs)
+        return result
+
+    async def ceased(self, ref: str, **kwargs: Any) -> bool:
+        result: bool = await self.call("ceased", ref, **kwargs)
+        return result
+
+    async def close(self) -> None:
+        await self.call("close")
+
+
+MakeAdapter = Callable[..., Awaitable[Either]]
+
+
+@pytest.fixture
+async def make_adapter(dispatch_lab: DispatchLab) -> AsyncIterator[MakeAdapter]:
+    """`await make_adapter("sync" | "async", user=WRITER, kubeconfig=None, **options)`; closed after the test."""
+    made: list[Either] = []
+    clock = dispatch_lab.lab.clock.now_datetime
+
+    async def make(kind: str, *, user: str = WRITER, kubeconfig: Path | None = None, **options: Any) -> Either:
+        path = kubeconfig or dispatch_lab.kubeconfig(user)
+        options.setdefault("clock", clock)
+        if kind == "sync":
+            either = Either(kind, DispatchAdapter.from_kubeconfig(path, **options))
+        else:
+            either = Either(kind, await AsyncDispatchAdapter.from_kubeconfig(path, **options))
+        made.append(either)
+        return either
+
+    yield make
+    for either in made:
+        await either.close()
+
+
+@pytest.fixture(params=["sync", "async"])
+def kind(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+@pytest.fixture
+async def adapter(make_adapter: MakeAdapter, kind: str) -> Either:
+    """A writer adapter of each kind."""
+    return await make_adapter(kind)
