@@ -6,9 +6,13 @@ loop) is lab time. At speed 100 a 30 s grace period passes in 0.3 s of wall time
 at once, which is how a test or a drill crosses an hour without sleeping. Speed 0 stops time: only `advance()`
 moves it, which makes a schedule fully reproducible.
 
-Lab time is wall time scaled from the moment the clock was made, plus every jump: `now = start + (wall - wall0)
-* speed + jumped`. The clock lives on the lab's event loop; `advance()` and `set_speed()` are called there
-(the runtime forwards calls from other threads).
+Lab time is wall time scaled, plus every jump, with one guard: lab time only passes while the lab's event loop
+runs. A ticker task (`run()`) folds the elapsed wall time into lab time every few milliseconds, and never more
+than `max_stall` seconds of wall time at once. If the machine starves the lab's loop for half a second (a busy CI
+machine), lab time advances by at most `max_stall * speed`, not by fifty lab seconds: otherwise a kubelet whose
+heartbeat was merely delayed by the host would look lost to the node lifecycle controller, an artefact no real
+cluster has at that scale. Without a running ticker lab time stops after `max_stall`. The clock lives on the lab's
+event loop; `advance()` and `set_speed()` are called there (the runtime forwards calls from other threads).
 """
 
 from __future__ import annotations
@@ -22,12 +26,21 @@ from datetime import UTC, datetime
 class LabClock:
     """Lab time in seconds since the epoch, running `speed` times faster than wall time."""
 
-    def __init__(self, speed: float = 1.0, start: datetime | None = None) -> None:
+    def __init__(
+        self,
+        speed: float = 1.0,
+        start: datetime | None = None,
+        *,
+        tick_seconds: float = 0.005,
+        max_stall: float = 0.05,
+    ) -> None:
         if speed < 0:
             raise ValueError(f"the lab clock's speed must be 0 or more, not {speed}")
         self._speed = speed
         self._origin_lab = (start or datetime.now(UTC)).timestamp()
         self._origin_wall = time.monotonic()
+        self._tick_seconds = tick_seconds
+        self._max_stall = max_stall
         self._changed = asyncio.Event()
 
     @property
@@ -36,7 +49,20 @@ class LabClock:
 
     def now(self) -> float:
         """Lab time, in seconds since the epoch."""
-        return self._origin_lab + (time.monotonic() - self._origin_wall) * self._speed
+        elapsed = min(time.monotonic() - self._origin_wall, self._max_stall)
+        return self._origin_lab + elapsed * self._speed
+
+    def _fold(self) -> None:
+        """Fold the wall time since the last tick into lab time, at most `max_stall` of it."""
+        wall = time.monotonic()
+        self._origin_lab += min(wall - self._origin_wall, self._max_stall) * self._speed
+        self._origin_wall = wall
+
+    async def run(self) -> None:
+        """The ticker: keeps lab time moving while the loop runs. Runs until cancelled."""
+        while True:
+            await asyncio.sleep(self._tick_seconds)
+            self._fold()
 
     def now_datetime(self) -> datetime:
         return datetime.fromtimestamp(self.now(), UTC)
@@ -60,8 +86,8 @@ class LabClock:
         """Change the rate without moving lab time."""
         if speed < 0:
             raise ValueError(f"the lab clock's speed must be 0 or more, not {speed}")
-        now = self.now()
-        self._origin_lab, self._origin_wall, self._speed = now, time.monotonic(), speed
+        self._fold()
+        self._speed = speed
         self._wake()
 
     def wall_seconds(self, lab_seconds: float) -> float | None:

@@ -119,6 +119,7 @@ class AsyncLab:
         sockets = getattr(server, "sockets", None) or []
         port = sockets[0].getsockname()[1] if sockets else self._port
         self.url = f"http://{self._host}:{port}"
+        self.spawn(self.clock.run(), name="lab-clock")
         if self.rbac is not None:
             await self.rbac.provision(self.url)  # RBAC objects and identity tokens, before any controller runs
         self.start_controllers(self._factories)

@@ -1,0 +1,53 @@
+"""The lab clock: faster than real time, jumps, stops, and does not count a starved event loop as lab time."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+
+from airflow_provider_dispatch.lab.clock import LabClock, format_timestamp, parse_timestamp
+from airflow_provider_dispatch.lab.runtime import Lab
+
+
+async def test_sleep_wakes_on_a_jump() -> None:
+    clock = LabClock(speed=0.0)  # stopped: only advance() moves time
+    ticker = asyncio.create_task(clock.run())
+    start = clock.now()
+    sleeper = asyncio.create_task(clock.sleep(3600))
+    await asyncio.sleep(0)
+    assert not sleeper.done()
+    clock.advance(3599)
+    await asyncio.sleep(0.01)
+    assert not sleeper.done()
+    clock.advance(1)
+    await asyncio.wait_for(sleeper, 1.0)
+    assert clock.now() - start == pytest.approx(3600)
+    ticker.cancel()
+
+
+async def test_time_runs_at_speed_while_the_loop_runs() -> None:
+    clock = LabClock(speed=100.0)
+    ticker = asyncio.create_task(clock.run())
+    start_lab, start_wall = clock.now(), time.monotonic()
+    await clock.sleep(30)  # a 30 s grace period
+    wall = time.monotonic() - start_wall
+    assert clock.now() - start_lab >= 30
+    assert wall < 3.0  # 0.3 s nominal; generous for a loaded machine
+    ticker.cancel()
+
+
+def test_a_starved_loop_does_not_age_the_lab() -> None:
+    with Lab(speed=100.0) as lab:
+        before = lab.call(lab.clock.now)
+        lab.call(lambda: time.sleep(0.5))  # blocks the lab's loop for half a second of wall time
+        after = lab.call(lab.clock.now)
+    # 0.5 s at 100x would be 50 lab seconds, a node monitor grace period; the stall guard counts at most 0.05 s.
+    assert after - before < 10
+
+
+def test_timestamps_round_trip() -> None:
+    assert format_timestamp(parse_timestamp("2026-12-02T10:00:07Z")) == "2026-12-02T10:00:07Z"
+    with pytest.raises(ValueError, match="forward"):
+        LabClock().advance(-1)
