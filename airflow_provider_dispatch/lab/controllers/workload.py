@@ -1,0 +1,124 @@
+"""What the simulated container process of a pod does: the lab's workload annotations.
+
+A test or the demo puts these annotations on a pod (usually through the pod template of a runtime or a runtime
+patch, so every pod of a TrainJob gets them). They are the lab's own contract, not Kubernetes: the values are
+what a real training process would do by itself.
+
+| annotation (prefix `lab.dispatch.phpboyscout.uk/`) | meaning | default |
+|---|---|---|
+| `run-seconds` | lab seconds the process runs before it exits by itself | absent: runs until stopped |
+| `exit-code` | the exit code when it exits by itself (0 = success) | 0 |
+| `termination-seconds` | lab seconds it takes to stop after SIGTERM; past the grace period the kubelet kills it | 0 |
+| `sigterm-exit-code` | the exit code when it stops on SIGTERM in time | 143 (128 + SIGTERM) |
+| `start-seconds` | lab seconds from the kubelet accepting the pod to the process running (image pull, start) | 0 |
+| `exit-now` | a control: the running process exits now with this code (0-255) | absent |
+
+A process killed at the grace deadline exits 137 (128 + SIGKILL), as a container runtime reports it.
+
+Bad values are refused when the pod is written (`WorkloadAnnotationAdmission`, a validating admission plugin the
+kubelet manager registers), with a 422 naming the annotation, so a typo never silently becomes "run forever".
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from airflow_provider_dispatch.lab.admission import AdmissionRequest, Operation
+from airflow_provider_dispatch.lab.errors import invalid
+from airflow_provider_dispatch.lab.resources import ResourceType
+
+LAB_PREFIX = "lab.dispatch.phpboyscout.uk/"
+RUN_SECONDS = LAB_PREFIX + "run-seconds"
+EXIT_CODE = LAB_PREFIX + "exit-code"
+TERMINATION_SECONDS = LAB_PREFIX + "termination-seconds"
+SIGTERM_EXIT_CODE = LAB_PREFIX + "sigterm-exit-code"
+START_SECONDS = LAB_PREFIX + "start-seconds"
+EXIT_NOW = LAB_PREFIX + "exit-now"
+
+EXIT_SIGTERM = 143
+EXIT_SIGKILL = 137
+
+
+class WorkloadError(ValueError):
+    """A workload annotation with a value the lab cannot read; `annotation` names it."""
+
+    def __init__(self, annotation: str, value: str, expected: str) -> None:
+        super().__init__(f"annotation {annotation}: {value!r} is not {expected}")
+        self.annotation = annotation
+
+
+def _seconds(annotations: Mapping[str, str], key: str) -> float | None:
+    raw = annotations.get(key)
+    if raw is None:
+        return None
+    try:
+        value = float(raw)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or value < 0:
+        raise WorkloadError(key, raw, "a number of seconds (0 or more)")
+    return value
+
+
+def _exit_code(annotations: Mapping[str, str], key: str) -> int | None:
+    raw = annotations.get(key)
+    if raw is None:
+        return None
+    if not raw.strip().isdigit() or not 0 <= int(raw) <= 255:
+        raise WorkloadError(key, raw, "an exit code from 0 to 255")
+    return int(raw)
+
+
+@dataclass(frozen=True)
+class WorkloadSpec:
+    run_seconds: float | None = None
+    exit_code: int = 0
+    termination_seconds: float = 0.0
+    sigterm_exit_code: int = EXIT_SIGTERM
+    start_seconds: float = 0.0
+    exit_now: int | None = None
+
+    @classmethod
+    def from_annotations(cls, annotations: Mapping[str, str]) -> WorkloadSpec:
+        """Raises WorkloadError for a value it cannot read."""
+        exit_code = _exit_code(annotations, EXIT_CODE)
+        termination = _seconds(annotations, TERMINATION_SECONDS)
+        sigterm = _exit_code(annotations, SIGTERM_EXIT_CODE)
+        start = _seconds(annotations, START_SECONDS)
+        return cls(
+            run_seconds=_seconds(annotations, RUN_SECONDS),
+            exit_code=0 if exit_code is None else exit_code,
+            termination_seconds=0.0 if termination is None else termination,
+            sigterm_exit_code=EXIT_SIGTERM if sigterm is None else sigterm,
+            start_seconds=0.0 if start is None else start,
+            exit_now=_exit_code(annotations, EXIT_NOW),
+        )
+
+    @classmethod
+    def of_pod(cls, pod: Mapping[str, Any]) -> WorkloadSpec:
+        annotations = (pod.get("metadata") or {}).get("annotations") or {}
+        return cls.from_annotations({str(k): str(v) for k, v in annotations.items()})
+
+
+class WorkloadAnnotationAdmission:
+    """Refuses a pod whose workload annotations cannot be read (a 422 Invalid on the annotation)."""
+
+    name = "lab-workload-annotations"
+
+    def handles(self, resource: ResourceType, subresource: str | None, operation: Operation) -> bool:
+        return resource.group == "" and resource.kind == "Pod" and subresource is None and operation != "DELETE"
+
+    async def mutate(self, request: AdmissionRequest) -> None:
+        return None
+
+    async def validate(self, request: AdmissionRequest) -> None:
+        if request.obj is None:
+            return
+        try:
+            WorkloadSpec.of_pod(request.obj)
+        except WorkloadError as error:
+            cause = {"reason": "FieldValueInvalid", "field": f"metadata.annotations[{error.annotation}]"}
+            raise invalid("Pod", "", request.name, [{**cause, "message": str(error)}]) from error

@@ -1,0 +1,207 @@
+"""The JobSet controller and its webhooks, on JobSets created directly (k8s-apis.md §2.1, §2.2, §6 rule 5)."""
+
+from __future__ import annotations
+
+import copy
+import json
+from typing import Any
+
+import kubernetes
+import pytest
+from kubernetes.client import ApiException
+
+from airflow_provider_dispatch.lab.controllers.garbage_collector import GarbageCollector
+from airflow_provider_dispatch.lab.controllers.job import JobController
+from airflow_provider_dispatch.lab.controllers.jobset import JobSetController
+
+from .workload_steps import JOBSET, Workloads, condition, job_condition, unique
+
+CONTROLLERS = [JobSetController, JobController, GarbageCollector]
+RESTART_ATTEMPT = "jobset.sigs.k8s.io/restart-attempt"
+TOLERATION = {"key": "example.com/pool", "operator": "Exists", "effect": "NoSchedule"}
+
+
+@pytest.fixture
+def workloads(cluster_api: kubernetes.client.ApiClient, cluster_namespace: str) -> Workloads:
+    return Workloads(cluster_api, cluster_namespace)
+
+
+def _jobset(name: str, *, replicas: int = 2, suspend: bool = False) -> dict[str, Any]:
+    pod_template = {
+        "metadata": {"labels": {"example.com/keep": "old", "example.com/version": "1"}},
+        "spec": {"terminationGracePeriodSeconds": 30, "containers": [{"name": "node", "image": "busybox:1.36"}]},
+    }
+    return {
+        "apiVersion": "jobset.x-k8s.io/v1alpha2",
+        "kind": "JobSet",
+        "metadata": {"name": name},
+        "spec": {
+            "suspend": suspend,
+            "replicatedJobs": [
+                {
+                    "name": "worker",
+                    "replicas": replicas,
+                    "template": {"spec": {"parallelism": 1, "completions": 1, "template": pod_template}},
+                }
+            ],
+        },
+    }
+
+
+def _create(workloads: Workloads, body: dict[str, Any]) -> dict[str, Any]:
+    created: dict[str, Any] = workloads.custom.create_namespaced_custom_object(
+        *JOBSET, workloads.namespace, "jobsets", body
+    )
+    return created
+
+
+def _update(workloads: Workloads, name: str, change: Any) -> dict[str, Any]:
+    for _ in range(5):
+        current = workloads.custom.get_namespaced_custom_object(*JOBSET, workloads.namespace, "jobsets", name)
+        body = copy.deepcopy(current)
+        change(body["spec"])
+        try:
+            replaced: dict[str, Any] = workloads.custom.replace_namespaced_custom_object(
+                *JOBSET, workloads.namespace, "jobsets", name, body
+            )
+            return replaced
+        except ApiException as error:
+            if error.status != 409:
+                raise
+    raise AssertionError("the JobSet kept changing")
+
+
+def _pod_spec(spec: dict[str, Any]) -> dict[str, Any]:
+    template: dict[str, Any] = spec["replicatedJobs"][0]["template"]["spec"]["template"]
+    return template
+
+
+def test_jobs_are_named_labelled_and_defaulted_as_jobset_does(workloads: Workloads) -> None:
+    name = unique("js")
+    created = _create(workloads, _jobset(name))
+    worker = created["spec"]["replicatedJobs"][0]["template"]["spec"]
+    assert worker["completionMode"] == "Indexed"  # the JobSet webhook's defaults
+    assert worker["template"]["spec"]["restartPolicy"] == "OnFailure"
+    job = workloads.wait_job(f"{name}-worker-1", lambda j: j is not None)
+    labels, annotations = job.metadata.labels, job.metadata.annotations
+    pod_labels = job.spec.template.metadata.labels
+    expected = {
+        "jobset.sigs.k8s.io/jobset-name": name,
+        "jobset.sigs.k8s.io/jobset-uid": created["metadata"]["uid"],
+        "jobset.sigs.k8s.io/replicatedjob-name": "worker",
+        "jobset.sigs.k8s.io/replicatedjob-replicas": "2",
+        "jobset.sigs.k8s.io/global-replicas": "2",
+        "jobset.sigs.k8s.io/job-index": "1",
+        "jobset.sigs.k8s.io/job-global-index": "1",
+        "jobset.sigs.k8s.io/restart-attempt": "0",
+        "jobset.sigs.k8s.io/group-name": "default",
+    }
+    for key, value in expected.items():
+        assert labels[key] == annotations[key] == pod_labels[key] == value
+    assert job.spec.template.spec.subdomain == name
+    (owner,) = job.metadata.owner_references
+    assert (owner.kind, owner.uid, owner.controller) == ("JobSet", created["metadata"]["uid"], True)
+
+
+def test_suspend_keeps_the_jobs_and_resume_merges_the_template(workloads: Workloads) -> None:
+    name = unique("js")
+    _create(workloads, _jobset(name, replicas=1))
+    job_name = f"{name}-worker-0"
+    workloads.wait_job(job_name, lambda j: j is not None and j.status.start_time is not None)
+    _update(workloads, name, lambda spec: spec.__setitem__("suspend", True))
+    suspended = workloads.wait_jobset(name, lambda js: (condition(js, "Suspended") or {}).get("status") == "True")
+    assert suspended is not None
+    state = condition(suspended, "Suspended") or {}
+    assert (state["reason"], state["message"]) == ("SuspendedJobs", "jobset is suspended")
+    assert workloads.batch.read_namespaced_job(job_name, workloads.namespace).spec.suspend is True
+
+    def change(spec: dict[str, Any]) -> None:
+        template = _pod_spec(spec)
+        template["metadata"]["labels"] = {"example.com/version": "2"}  # drops example.com/keep
+        template["spec"]["tolerations"] = [TOLERATION]
+        template["spec"]["nodeSelector"] = {"example.com/pool": "a"}
+
+    _update(workloads, name, change)  # allowed: the JobSet is suspended
+    _update(workloads, name, lambda spec: spec.__setitem__("suspend", False))
+    job = workloads.wait_job(job_name, lambda j: j.spec.suspend is False and j.status.start_time is not None)
+    labels = job.spec.template.metadata.labels
+    assert (labels["example.com/version"], labels["example.com/keep"]) == ("2", "old")  # MergeMaps: old keys stay
+    assert job.spec.template.spec.node_selector == {"example.com/pool": "a"}
+    assert [t.key for t in job.spec.template.spec.tolerations] == ["example.com/pool"]
+    assert job_condition(job, "Suspended").reason == "JobResumed"
+    resumed = workloads.wait_jobset(name, lambda js: (condition(js, "Suspended") or {}).get("status") == "False")
+    assert (condition(resumed, "Suspended") or {})["reason"] == "ResumeJobs"
+
+
+def test_the_webhook_refuses_template_changes_of_a_running_jobset(workloads: Workloads) -> None:
+    name = unique("js")
+    _create(workloads, _jobset(name, replicas=1))
+
+    def relabel(spec: dict[str, Any]) -> None:
+        _pod_spec(spec)["metadata"]["labels"]["example.com/version"] = "2"
+
+    with pytest.raises(ApiException) as refused:
+        _update(workloads, name, relabel)
+    status = json.loads(refused.value.body)
+    assert (status["code"], status["reason"]) == (403, "Forbidden")
+    assert status["message"].startswith('admission webhook "vjobset.kb.io" denied the request: spec.replicatedJobs:')
+    assert status["message"].endswith(": field is immutable")
+
+    def change_image(spec: dict[str, Any]) -> None:
+        spec["suspend"] = True
+        _pod_spec(spec)["spec"]["containers"][0]["image"] = "busybox:1.37"
+
+    with pytest.raises(ApiException) as still_refused:  # only the five scheduling fields may change
+        _update(workloads, name, change_image)
+    assert json.loads(still_refused.value.body)["message"].endswith(": field is immutable")
+
+
+def test_all_jobs_completing_completes_the_jobset(workloads: Workloads) -> None:
+    name = unique("js")
+    _create(workloads, _jobset(name, replicas=2))
+    for index in range(2):
+        workloads.wait_job(f"{name}-worker-{index}", lambda j: j is not None)
+    pods = workloads.wait_pods(f"jobset.sigs.k8s.io/jobset-name={name}", lambda pods: len(pods) == 2)
+    workloads.start(pods)
+    first = pods[0].metadata.name
+    workloads.report_finished(first, "Succeeded")
+    partial = workloads.wait_jobset(
+        name, lambda js: ((js.get("status") or {}).get("replicatedJobsStatus") or [{}])[0].get("succeeded") == 1
+    )
+    assert condition(partial, "Completed") is None
+    workloads.report_finished(pods[1].metadata.name, "Succeeded")
+    done = workloads.wait_jobset(name, lambda js: condition(js, "Completed") is not None)
+    assert done is not None
+    completed = condition(done, "Completed") or {}
+    assert (completed["reason"], completed["message"]) == ("AllJobsCompleted", "jobset completed successfully")
+    assert done["status"]["terminalState"] == "Completed"
+
+
+def test_a_failure_policy_restart_recreates_the_jobs_until_max_restarts(workloads: Workloads) -> None:
+    name = unique("js")
+    body = _jobset(name, replicas=1)
+    body["spec"]["failurePolicy"] = {"maxRestarts": 1}
+    body["spec"]["replicatedJobs"][0]["template"]["spec"]["backoffLimit"] = 0
+    _create(workloads, body)
+    selector = f"jobset.sigs.k8s.io/jobset-name={name}"
+    for attempt in ("0", "1"):
+        job = workloads.wait_job(
+            f"{name}-worker-0", lambda j, a=attempt: j is not None and j.metadata.labels[RESTART_ATTEMPT] == a
+        )
+        assert job.spec.template.metadata.labels[RESTART_ATTEMPT] == attempt
+        pods = workloads.wait_pods(
+            selector, lambda ps, a=attempt: len(ps) == 1 and ps[0].metadata.labels[RESTART_ATTEMPT] == a
+        )
+        workloads.start(pods)
+        workloads.report_finished(pods[0].metadata.name, "Failed")
+        if attempt == "0":
+            restarted = workloads.wait_jobset(name, lambda js: (js.get("status") or {}).get("restarts") == 1)
+            assert restarted is not None
+            assert condition(restarted, "Failed") is None
+    failed = workloads.wait_jobset(name, lambda js: condition(js, "Failed") is not None)
+    state = condition(failed, "Failed") or {}
+    assert state["reason"] == "ReachedMaxRestarts"
+    assert state["message"] == (
+        f"jobset failed due to reaching max number of restarts (first failed job: {name}-worker-0)"
+    )
+    assert (failed or {})["status"]["terminalState"] == "Failed"
