@@ -6,6 +6,11 @@ Order as in the apiserver's handler chain (`apiserver/pkg/endpoints/handlers/cre
 validated against its schema, then validating admission runs (Trainer's validating webhook on runtime patches,
 JobSet's webhook). A plugin denies by raising `ApiError`; a mutating plugin changes `request.obj` in place.
 The simulated controllers register their webhooks here.
+
+Mutating webhooks run in the order of their webhook configurations' names, as the apiserver sorts them
+(`apiserver/pkg/admission/configuration/mutating_webhook_manager.go`, `ByName`), so a plugin may name its
+`configuration`; the order of registration breaks ties. With no `reinvocationPolicy` (default `Never`) none is
+called twice. Validating webhooks run in parallel in the apiserver: their order does not matter.
 """
 
 from __future__ import annotations
@@ -56,8 +61,13 @@ class AdmissionChain:
     def unregister(self, plugin: AdmissionPlugin) -> None:
         self._plugins.remove(plugin)
 
+    def _mutation_order(self) -> list[AdmissionPlugin]:
+        indexed = list(enumerate(self._plugins))
+        indexed.sort(key=lambda pair: (getattr(pair[1], "configuration", pair[1].name), pair[0]))
+        return [plugin for _, plugin in indexed]
+
     async def mutate(self, request: AdmissionRequest) -> None:
-        for plugin in list(self._plugins):
+        for plugin in self._mutation_order():
             if plugin.handles(request.resource, request.subresource, request.operation):
                 await plugin.mutate(request)
 

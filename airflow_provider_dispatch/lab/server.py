@@ -457,9 +457,13 @@ class LabApiServer:
         force = request.query.get("force", "").lower() == "true"
         self._check_body_kind(resource, applied)
 
+        # An applied configuration that names a resourceVersion is conditional on it, on the main resource and
+        # on /status alike (the patch handler keeps it as the update's precondition: `patch.go` applyPatcher).
+        precondition = (applied.get("metadata") or {}).get("resourceVersion")
+
         def merge(current: Obj | None) -> Obj:
             try:
-                return patching.server_side_apply(
+                merged = patching.server_side_apply(
                     current,
                     applied,
                     manager,
@@ -470,9 +474,12 @@ class LabApiServer:
                 )
             except patching.PatchError as error:
                 raise _patch_error(error) from error
+            if precondition:
+                merged.setdefault("metadata", {})["resourceVersion"] = precondition
+            return merged
 
         if self.store.get(resource.qualified, (namespace or "", name)) is None:
-            if info.subresource:
+            if info.subresource or precondition:
                 raise errors.not_found(resource.plural, resource.group, name)
             created = strategy.prepare_create(resource, merge(None), namespace, self.clock)
             created["metadata"]["name"] = name

@@ -167,6 +167,23 @@ def test_server_side_apply_of_one_admission_check_entry(
     assert {"kueue", "dispatch"} <= managers
 
 
+def test_server_side_apply_with_a_stale_resource_version_is_409(
+    custom_objects: kubernetes.client.CustomObjectsApi, namespace: str
+) -> None:
+    created = custom_objects.create_namespaced_custom_object(*KUEUE, namespace, "workloads", _workload("wl"))
+    apply = {"field_manager": "dispatch", "force": True, "_content_type": "application/apply-patch+yaml"}
+    custom_objects.patch_namespaced_custom_object_status(
+        *KUEUE, namespace, "workloads", "wl", _check_entry("dispatch-drained", "Pending", ""), **apply
+    )
+    stale = _check_entry("dispatch-drained", "Ready", "")
+    stale["metadata"] = {"name": "wl", "resourceVersion": created["metadata"]["resourceVersion"]}
+    with pytest.raises(ApiException) as raised:
+        custom_objects.patch_namespaced_custom_object_status(*KUEUE, namespace, "workloads", "wl", stale, **apply)
+    assert raised.value.status == 409
+    current = custom_objects.get_namespaced_custom_object(*KUEUE, namespace, "workloads", "wl")
+    assert [c["state"] for c in current["status"]["admissionChecks"]] == ["Pending"]
+
+
 async def test_async_client_patches(async_api_client: kubernetes_asyncio.client.ApiClient, namespace: str) -> None:
     custom = kubernetes_asyncio.client.CustomObjectsApi(async_api_client)
     await custom.create_namespaced_custom_object(*TRAINER, namespace, "trainjobs", manifests.trainjob("tj"))

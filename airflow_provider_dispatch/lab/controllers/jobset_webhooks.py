@@ -112,6 +112,8 @@ def _normal(value: Any) -> Any:
 
 class JobSetDefaulter:
     name = DEFAULTER
+    #: JobSet's MutatingWebhookConfiguration (`config/default` namePrefix `jobset-`)
+    configuration = "jobset-mutating-webhook-configuration"
 
     def handles(self, resource: ResourceType, subresource: str | None, operation: Operation) -> bool:
         return _is_jobset(resource, subresource, operation)

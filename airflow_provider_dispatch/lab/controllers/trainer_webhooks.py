@@ -73,6 +73,9 @@ def _without_time(patch: Obj) -> Obj:
 
 class TrainJobDefaulter:
     name = DEFAULTER
+    #: the MutatingWebhookConfiguration name in Trainer's Helm chart (`_helpers.tpl`); mutating webhooks run
+    #: in the order of these names (lab/admission.py)
+    configuration = "defaulter.trainer.kubeflow.org"
 
     def __init__(self, clock: LabClock) -> None:
         self._clock = clock
