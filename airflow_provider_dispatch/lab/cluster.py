@@ -15,6 +15,7 @@ from typing import Protocol
 from airflow_provider_dispatch.lab.admission import AdmissionChain
 from airflow_provider_dispatch.lab.client import LabClient
 from airflow_provider_dispatch.lab.clock import LabClock
+from airflow_provider_dispatch.lab.overlap import AdmissionLedger
 
 
 class Controller(Protocol):
@@ -29,6 +30,8 @@ class ClusterContext:
     clock: LabClock
     admission: AdmissionChain
     token: str
+    ledger: AdmissionLedger | None = None
+    """The lab's ground truth of admissions, for the overlap recorder (not for simulated controllers to read)."""
 
     def client(self, user_agent: str) -> LabClient:
         """A client of the lab's API as the controllers' identity; the caller closes it."""

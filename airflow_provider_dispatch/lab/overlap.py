@@ -8,10 +8,16 @@ That is the truth the reliability tests check the promise against: a taint put o
 runs, or a Node deleted under a live machine, is exactly how two executions could overlap, and the recorder must
 show it.
 
-An execution is told apart by the pod labels dispatch's runtime patch puts (DESIGN §2: the identity is job id,
-submission and the admission number A). Pods without A fall back to what is left (job id, submission), so all
-such pods of one submission count as one execution. The TrainJob a process belongs to is its namespace and its
-`jobset.sigs.k8s.io/jobset-name` label (the JobSet is named after the TrainJob, k8s-apis §1.4).
+What an execution is must not depend on dispatch, or a dispatch bug could hide itself: the `AdmissionLedger`
+reads the lab's own store events (it is the lab's omniscient observer, not a simulated controller) and counts
+every admission of a TrainJob, that is every write that leaves it unsuspended after it was suspended or absent,
+whoever made it (dispatch, Kueue, a person). A pod belongs to the execution that was the latest admission when
+the pod was created: creation and admissions are ordered by the global resourceVersion, so the attribution is
+exact. Names count, not uids: a TrainJob deleted and created again under the same name continues the count,
+which is how `open` of a name whose previous object left pods is checked. Pods the ledger did not see created
+(a recorder without a ledger) fall back to the identity labels dispatch's runtime patch puts (job id,
+submission, A). The TrainJob a process belongs to is its namespace and its `jobset.sigs.k8s.io/jobset-name` label
+(the JobSet is named after the TrainJob, k8s-apis §1.4).
 """
 
 from __future__ import annotations
@@ -21,11 +27,60 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from airflow_provider_dispatch.dispatch.vocabulary import (
+    ANNOTATION_ADMISSION,
     LABEL_JOB_ID,
     LABEL_JOBSET_NAME,
     LABEL_SUBMISSION,
     POD_LABEL_ADMISSION,
 )
+from airflow_provider_dispatch.lab.store import WatchEvent
+
+_TRAINJOBS = "trainjobs.trainer.kubeflow.org"
+
+
+@dataclass(frozen=True)
+class Admission:
+    """One admission of a TrainJob as the store saw it: its revision, and the A annotation the write carried."""
+
+    revision: int
+    admission_annotation: str | None
+
+
+@dataclass
+class AdmissionLedger:
+    """Every admission of every TrainJob, and which admission each pod was created under (a store listener)."""
+
+    admissions: dict[tuple[str, str], list[Admission]] = field(default_factory=dict)
+    _suspended: dict[tuple[str, str], bool] = field(default_factory=dict)
+    _pods: dict[str, int] = field(default_factory=dict)
+
+    def observe(self, event: WatchEvent) -> None:
+        metadata = event.obj.get("metadata") or {}
+        if event.resource == _TRAINJOBS:
+            key = (str(metadata.get("namespace") or ""), str(metadata.get("name") or ""))
+            if event.type == "DELETED":
+                self._suspended.pop(key, None)
+                return
+            suspended = (event.obj.get("spec") or {}).get("suspend") is True
+            was_suspended = self._suspended.get(key, True)
+            self._suspended[key] = suspended
+            if was_suspended and not suspended:
+                annotation = (metadata.get("annotations") or {}).get(ANNOTATION_ADMISSION)
+                self.admissions.setdefault(key, []).append(Admission(event.revision, annotation))
+        elif event.resource == "pods" and event.type == "ADDED":
+            labels = metadata.get("labels") or {}
+            trainjob = (str(metadata.get("namespace") or ""), str(labels.get(LABEL_JOBSET_NAME) or ""))
+            count = len(self.admissions.get(trainjob, ()))
+            if count:
+                self._pods[str(metadata.get("uid") or "")] = count
+
+    def execution_of(self, pod_uid: str) -> int | None:
+        """The number of the admission the pod was created under (1 for the first); None when the ledger saw no
+        admission of its TrainJob before it (a pod made by hand, outside any TrainJob's run)."""
+        return self._pods.get(pod_uid)
+
+    def history(self, namespace: str, trainjob: str) -> list[Admission]:
+        return list(self.admissions.get((namespace, trainjob), ()))
 
 
 @dataclass(frozen=True, order=True)
@@ -54,6 +109,8 @@ class ProcessRecord:
     start: float
     stop: float | None = None
     restart: int = 0
+    admission: int | None = None
+    """The ledger's admission number for the pod (independent of dispatch's labels), when known."""
 
     @property
     def trainjob(self) -> str:
@@ -66,6 +123,12 @@ class ProcessRecord:
     @property
     def running(self) -> bool:
         return self.stop is None
+
+    def same_execution(self, other: ProcessRecord) -> bool:
+        """By the ledger when it saw both pods created; by the identity labels otherwise."""
+        if self.admission is not None and other.admission is not None:
+            return self.admission == other.admission
+        return self.execution == other.execution
 
     def intersects(self, other: ProcessRecord) -> bool:
         """Half-open intervals: a process that starts exactly when another stops does not overlap it."""
@@ -93,7 +156,8 @@ class Overlap:
 
     def describe(self) -> str:
         def one(record: ProcessRecord) -> str:
-            return f"{record.namespace}/{record.pod} on {record.node} (execution {record.execution})"
+            admitted = f", admission {record.admission}" if record.admission is not None else ""
+            return f"{record.namespace}/{record.pod} on {record.node} (execution {record.execution}{admitted})"
 
         return f"{one(self.first)} overlaps {one(self.second)} from {self.start} to {self.end}"
 
@@ -103,6 +167,7 @@ class OverlapRecorder:
     """Process intervals, appended by the simulated machines and queried by tests."""
 
     records: list[ProcessRecord] = field(default_factory=list)
+    ledger: AdmissionLedger | None = None
     _serials: itertools.count[int] = field(default_factory=itertools.count)
 
     def started(
@@ -116,7 +181,10 @@ class OverlapRecorder:
         at: float,
         restart: int = 0,
     ) -> ProcessRecord:
-        record = ProcessRecord(next(self._serials), namespace, pod, pod_uid, node, dict(labels), at, None, restart)
+        admission = self.ledger.execution_of(pod_uid) if self.ledger is not None else None
+        record = ProcessRecord(
+            next(self._serials), namespace, pod, pod_uid, node, dict(labels), at, None, restart, admission
+        )
         self.records.append(record)
         return record
 
@@ -140,6 +208,6 @@ class OverlapRecorder:
         """Every pair of processes of different executions of this TrainJob whose intervals intersect."""
         found: list[Overlap] = []
         for first, second in itertools.combinations(self.processes(namespace, trainjob), 2):
-            if first.execution != second.execution and first.intersects(second):
+            if not first.same_execution(second) and first.intersects(second):
                 found.append(Overlap(first, second))
         return found

@@ -25,6 +25,7 @@ from airflow_provider_dispatch.lab.auth import Authenticator, Authorizer
 from airflow_provider_dispatch.lab.clock import LabClock
 from airflow_provider_dispatch.lab.cluster import ClusterContext, Controller, ControllerFactory
 from airflow_provider_dispatch.lab.rbac_setup import LabRbac
+from airflow_provider_dispatch.lab.overlap import AdmissionLedger
 from airflow_provider_dispatch.lab.resources import Registry, default_registry
 from airflow_provider_dispatch.lab.server import LabApiServer
 from airflow_provider_dispatch.lab.store import Store
@@ -78,6 +79,8 @@ class AsyncLab:
             raise ValueError(f"the lab listens on loopback only, not on {host!r}")
         self.clock = LabClock(speed)
         self.store = Store()
+        self.ledger = AdmissionLedger()
+        self.store.add_listener(self.ledger.observe)
         self.admission = AdmissionChain()
         self.registry = registry or default_registry()
         self.server = LabApiServer(
@@ -126,7 +129,7 @@ class AsyncLab:
         return self
 
     def context(self) -> ClusterContext:
-        return ClusterContext(self.url, self.clock, self.admission, self._controller_token)
+        return ClusterContext(self.url, self.clock, self.admission, self._controller_token, self.ledger)
 
     def start_controllers(self, factories: Sequence[ControllerFactory]) -> list[Controller]:
         """Build and run controllers; they stop with the lab."""

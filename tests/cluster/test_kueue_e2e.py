@@ -146,6 +146,11 @@ def test_preemption_beside_a_frozen_node_readmits_while_the_old_pod_runs(kueue: 
     overlaps = _same_replica_overlaps(scenario.processes(kueue.namespace, name))
     assert overlaps, "Kueue re-admitted while the preempted pod's process still ran"
     assert {frozen} <= {record.node for pair in overlaps for record in pair}
+    # The recorder's own verdict agrees: it counts Kueue's two admissions from the store, not from the pods'
+    # identity labels (which Kueue alone does not change), so the second admission overlapping the first is seen.
+    recorded = scenario.overlaps(kueue.namespace, name)
+    assert {(o.first.admission, o.second.admission) for o in recorded} == {(1, 2)}
+    assert {frozen} <= {record.node for o in recorded for record in (o.first, o.second)}
 
 
 def test_a_check_that_stays_pending_keeps_the_quota_and_the_trainjob_suspended(
@@ -178,3 +183,4 @@ def test_a_check_that_stays_pending_keeps_the_quota_and_the_trainjob_suspended(
     assert not has(still, k.ADMITTED, "True")
     assert kueue.trainjob(name)["spec"]["suspend"] is True
     assert _same_replica_overlaps(scenario.processes(kueue.namespace, name)) == []
+    assert scenario.overlaps(kueue.namespace, name) == []

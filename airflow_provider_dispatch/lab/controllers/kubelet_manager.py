@@ -60,7 +60,7 @@ class KubeletManager:
     def __init__(self, context: ClusterContext) -> None:
         self.clock = context.clock
         self.client = context.client("kubelet")
-        self.recorder = OverlapRecorder()
+        self.recorder = OverlapRecorder(ledger=context.ledger)
         self.pods = Informer(self.client, POD)
         self.nodes = Informer(self.client, NODE)
         self.kubelets: dict[str, Kubelet] = {}
