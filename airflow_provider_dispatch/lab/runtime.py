@@ -24,8 +24,8 @@ from airflow_provider_dispatch.lab.admission import AdmissionChain
 from airflow_provider_dispatch.lab.auth import Authenticator, Authorizer
 from airflow_provider_dispatch.lab.clock import LabClock
 from airflow_provider_dispatch.lab.cluster import ClusterContext, Controller, ControllerFactory
-from airflow_provider_dispatch.lab.rbac_setup import LabRbac
 from airflow_provider_dispatch.lab.overlap import AdmissionLedger
+from airflow_provider_dispatch.lab.rbac_setup import LabRbac
 from airflow_provider_dispatch.lab.resources import Registry, default_registry
 from airflow_provider_dispatch.lab.server import LabApiServer
 from airflow_provider_dispatch.lab.store import Store
