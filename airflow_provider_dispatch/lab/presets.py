@@ -1,0 +1,49 @@
+"""A ready cluster: every simulated controller, a few nodes, and the default Trainer runtime.
+
+What `dispatch lab serve`, the demo drill and the Airflow tests start from: the same shape a small training
+cluster with Trainer v2 (and optionally Kueue) installed would have. Each piece is made through the lab's own API
+(nodes register as kubelets do, the runtime is created as an administrator would apply it).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from airflow_provider_dispatch.lab import manifests
+from airflow_provider_dispatch.lab.cluster import ControllerFactory
+from airflow_provider_dispatch.lab.controllers import NODE_CONTROLLERS, WORKLOAD_CONTROLLERS
+from airflow_provider_dispatch.lab.controllers.kueue import KUEUE_CONTROLLERS
+from airflow_provider_dispatch.lab.kinds import CLUSTER_TRAINING_RUNTIME
+from airflow_provider_dispatch.lab.runtime import AsyncLab
+from airflow_provider_dispatch.lab.scenario import AsyncScenario
+
+
+def cluster_controllers(*, kueue: bool = True) -> list[ControllerFactory]:
+    """Trainer, JobSet, Job, the garbage collector, the node side and, unless told not to, Kueue."""
+    return [*WORKLOAD_CONTROLLERS, *NODE_CONTROLLERS, *(KUEUE_CONTROLLERS if kueue else ())]
+
+
+@dataclass(frozen=True)
+class ClusterShape:
+    nodes: int = 3
+    node_prefix: str = "node"
+    cpu: str = "32"
+    memory: str = "128Gi"
+    runtime_grace_seconds: int = 30
+
+    def node_names(self) -> list[str]:
+        return [f"{self.node_prefix}-{index}" for index in range(1, self.nodes + 1)]
+
+
+async def provision(lab: AsyncLab, shape: ClusterShape = ClusterShape(), *, runtime: bool = True) -> AsyncScenario:
+    """Register the nodes and (unless told not to) create the default ClusterTrainingRuntime.
+
+    Returns the scenario controls; the caller closes them (their API client) when done.
+    """
+    scenario = AsyncScenario(lab)
+    for name in shape.node_names():
+        await scenario.add_node(name, cpu=shape.cpu, memory=shape.memory)
+    if runtime:
+        body = manifests.cluster_training_runtime(grace_seconds=shape.runtime_grace_seconds)
+        await scenario.client.create(CLUSTER_TRAINING_RUNTIME, None, body)
+    return scenario

@@ -1,0 +1,66 @@
+"""The wheel a release is built from: what `pip install airflow-provider-dispatch` puts on a machine.
+
+The quickstart and the lab need package data besides the code: the upstream CRDs the lab serves, the RBAC
+manifests the docs tell operators to apply, `py.typed`, and the `dispatch` console script and Airflow's provider
+entry point. The metadata must render on PyPI (Markdown readme) and carry no invented URLs. (flit puts every file
+under the package folder into the wheel, ignored caches included: build releases from a clean clone.)
+"""
+
+from __future__ import annotations
+
+import configparser
+import email.parser
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "airflow_provider_dispatch"
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> zipfile.ZipFile:
+    out = tmp_path_factory.mktemp("wheel")
+    command = [sys.executable, "-m", "pip", "wheel", str(ROOT), "--no-deps", "--quiet", "--disable-pip-version-check"]
+    result = subprocess.run([*command, "-w", str(out)], capture_output=True, text=True, check=False, timeout=300)
+    assert result.returncode == 0, result.stdout + result.stderr
+    (built,) = out.glob("airflow_provider_dispatch-*.whl")
+    return zipfile.ZipFile(built)
+
+
+def test_wheel_has_the_package_data(wheel: zipfile.ZipFile) -> None:
+    names = set(wheel.namelist())
+    data = [
+        p
+        for p in (PACKAGE / "lab" / "crds").rglob("*")
+        if p.is_file() and p.suffix in (".yaml", ".md") and "/." not in p.as_posix()
+    ]
+    data += list((PACKAGE / "lab" / "rbac_manifests").glob("*.yaml"))
+    assert len(data) >= 10
+    for path in data:
+        assert path.relative_to(ROOT).as_posix() in names
+    assert "airflow_provider_dispatch/py.typed" in names
+    assert "airflow_provider_dispatch/cli.py" in names
+
+
+def test_wheel_metadata(wheel: zipfile.ZipFile) -> None:
+    (metadata_name,) = [n for n in wheel.namelist() if n.endswith(".dist-info/METADATA")]
+    metadata = email.parser.Parser().parsestr(wheel.read(metadata_name).decode("utf-8"))
+    assert metadata["Name"] == "airflow-provider-dispatch"
+    assert metadata["Description-Content-Type"] == "text/markdown"
+    assert metadata["License-Expression"] == "Apache-2.0"
+    assert "Framework :: Apache Airflow :: Provider" in metadata.get_all("Classifier")
+    assert metadata.get_all("Project-URL") is None, "project.urls must name real pages only"
+    assert metadata.get_payload().startswith("# airflow-provider-dispatch")
+    assert set(metadata.get_all("Provides-Extra")) == {"test", "docs"}
+
+    (entry_points,) = [n for n in wheel.namelist() if n.endswith(".dist-info/entry_points.txt")]
+    parsed = configparser.ConfigParser()
+    parsed.read_string(wheel.read(entry_points).decode("utf-8"))
+    assert dict(parsed["console_scripts"]) == {"dispatch": "airflow_provider_dispatch.cli:main"}
+    assert dict(parsed["apache_airflow_provider"]) == {
+        "provider_info": "airflow_provider_dispatch.get_provider_info:get_provider_info"
+    }
