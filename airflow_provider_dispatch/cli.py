@@ -232,5 +232,89 @@ def demo() -> None:
         client.close()
 
 
+# --- the Kueue admission check controller ---------------------------------------------------------------------
+
+
+def _check_names(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) -> tuple[str, ...]:
+    """AdmissionCheck names are DNS subdomains (RFC 1123); anything else is a usage error before anything runs."""
+    import re
+
+    subdomain = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+    for value in values:
+        if len(value) > 253 or not subdomain.match(value):
+            raise click.BadParameter(f"{value!r} is not a valid AdmissionCheck name (a DNS subdomain)", ctx, param)
+    return values
+
+
+@main.command("admission-controller")
+@click.option(
+    "--kubeconfig",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Kubeconfig file to use (default: in a Pod its service account, else $KUBECONFIG or ~/.kube/config).",
+)
+@click.option("--context", default=None, help="Kubeconfig context to use (default: its current context).")
+@click.option(
+    "--check-name",
+    "check_names",
+    multiple=True,
+    callback=_check_names,
+    help="Only this AdmissionCheck (repeatable; each must have controllerName dispatch.phpboyscout.uk/drained). "
+    "Default: every AdmissionCheck with that controllerName.",
+)
+@click.option("--workers", type=click.IntRange(1, 64), default=4, show_default=True, help="Workloads checked at once.")
+@click.option(
+    "--resync-seconds",
+    type=click.FloatRange(min=1.0),
+    default=300.0,
+    show_default=True,
+    help="How often every waiting Workload is checked again, whatever the events said.",
+)
+@click.option(
+    "--shutdown-grace-seconds",
+    type=click.FloatRange(min=0.0),
+    default=10.0,
+    show_default=True,
+    help="On SIGTERM, how long the reconciles in hand may take to finish.",
+)
+@click.option("--log-format", type=click.Choice(["json", "text"]), default="json", show_default=True)
+@click.option(
+    "--log-level", type=click.Choice(["debug", "info", "warning", "error"]), default="info", show_default=True
+)
+def admission_controller(
+    kubeconfig: Path | None,
+    context: str | None,
+    check_names: tuple[str, ...],
+    workers: int,
+    resync_seconds: float,
+    shutdown_grace_seconds: float,
+    log_format: str,
+    log_level: str,
+) -> None:
+    """Run dispatch's Kueue admission check controller until SIGTERM.
+
+    For each Workload of a dispatch TrainJob with quota reserved and the check Pending, it runs the drain
+    check: while pods of the previous execution remain the check stays Pending and names them; when none
+    remain it raises the admission number on the TrainJob and sets the check Ready, and Kueue admits it.
+    It keeps its AdmissionChecks Active. Logs are JSON lines on stderr. Exit 0 after SIGTERM or SIGINT, 1 when
+    the kubeconfig or in-cluster configuration cannot be loaded.
+    """
+    from airflow_provider_dispatch.kueue.controller import ControllerOptions
+    from airflow_provider_dispatch.kueue.logs import configure
+    from airflow_provider_dispatch.kueue.runner import run_admission_controller
+
+    configure(log_format, log_level)
+    options = ControllerOptions(
+        check_names=frozenset(check_names) or None, workers=workers, resync_seconds=resync_seconds
+    )
+    try:
+        asyncio.run(
+            run_admission_controller(kubeconfig, context=context, options=options, grace_seconds=shutdown_grace_seconds)
+        )
+    except DispatchError as error:
+        click.echo(f"Error: {error.message}", err=True)
+        raise click.exceptions.Exit(1) from None
+
+
 if __name__ == "__main__":
     main()

@@ -184,8 +184,8 @@ ALLOWED: dict[str, set[str]] = {
         "watch nodes",
     },
     "controller": {
-        "list nodes", "get node", "watch nodes", "list pods", "watch pods", "get trainjob", "list trainjobs",
-        "replace trainjob", "patch trainjob", "get jobset", "get runtime", "list workloads", "patch workload status",
+        "list nodes", "get node", "watch nodes", "list pods", "watch pods", "get trainjob",
+        "replace trainjob", "get jobset", "get runtime", "list workloads", "patch workload status",
     },
 }  # fmt: skip
 

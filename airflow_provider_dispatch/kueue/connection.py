@@ -1,0 +1,67 @@
+"""Where the controller's API client comes from: a kubeconfig, or the Pod's service account.
+
+In a cluster the Deployment gives no kubeconfig: the controller then uses the service account token the kubelet
+mounts (`kubernetes_asyncio` `load_incluster_config`, which re-reads the token as it is rotated). Outside one,
+`--kubeconfig` (or `$KUBECONFIG`, or `~/.kube/config`) is read as `AsyncDispatchAdapter.from_kubeconfig` reads
+it. Either way the controller ends up with one `AsyncDispatchAdapter`: the drain check runs through it, and the
+controller's own calls share its client and connections.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Callable, Mapping
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import kubernetes_asyncio
+
+from airflow_provider_dispatch.dispatch.async_adapter import AsyncDispatchAdapter
+from airflow_provider_dispatch.dispatch.errors import RefusedError
+from airflow_provider_dispatch.dispatch.transport import kubeconfig_refusal
+
+IN_CLUSTER_ENV = "KUBERNETES_SERVICE_HOST"
+
+
+def in_cluster(environ: Mapping[str, str] | None = None) -> bool:
+    return bool((environ if environ is not None else os.environ).get(IN_CLUSTER_ENV))
+
+
+async def connect(
+    kubeconfig: Path | None, *, context: str | None = None, clock: Callable[[], datetime] | None = None
+) -> AsyncDispatchAdapter:
+    """A writer adapter: from `kubeconfig` when given, else in-cluster when in a Pod, else the default file."""
+    options: dict[str, Any] = {} if clock is None else {"clock": clock}
+    if kubeconfig is None and in_cluster():
+        configuration = kubernetes_asyncio.client.Configuration()
+        try:
+            await asyncio.to_thread(kubernetes_asyncio.config.load_incluster_config, configuration)
+        except Exception as error:
+            raise RefusedError(
+                f"the in-cluster configuration could not be loaded ({type(error).__name__}: {error}). Run the "
+                "controller in a Pod with a service account token, or give --kubeconfig."
+            ) from None
+        return AsyncDispatchAdapter(kubernetes_asyncio.client.ApiClient(configuration), owns_client=True, **options)
+    try:
+        return await AsyncDispatchAdapter.from_kubeconfig(kubeconfig, context=context, **options)
+    except RefusedError:
+        raise
+    except Exception as error:
+        raise kubeconfig_refusal(str(kubeconfig), error) from None
+
+
+def lab_kubeconfig(url: str, token: str) -> dict[str, Any]:
+    """A kubeconfig as a dict for a server and a bearer token (the lab's, for `lab.py`)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "lab", "cluster": {"server": url}}],
+        "users": [{"name": "dispatch-admission-controller", "user": {"token": token}}],
+        "contexts": [{"name": "lab", "context": {"cluster": "lab", "user": "dispatch-admission-controller"}}],
+        "current-context": "lab",
+    }
+
+
+__all__ = ["connect", "in_cluster", "lab_kubeconfig"]

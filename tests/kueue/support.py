@@ -1,0 +1,410 @@
+"""What the admission check controller tests share: the controller's traffic, the controller itself, the steps.
+
+* `ControllerTraffic`: an aiohttp middleware on the lab (after authentication) that sees only the requests of
+  the controller's identity. It records each (method, path, status), injects the lab's seeded faults into
+  them (`lab.faults`), can lose the answer of a write the server applied, and can hold a request at a `Gate`
+  until the test has killed the controller, then drop it unapplied. Nothing of the lab's own controllers or of
+  the test's admin client is touched.
+* `RunningController`: the controller on the lab's loop (`kueue.lab.LabAdmissionController`, lab clock), as
+  the lab's `controller` service account; `kill()` cancels it at once (a crash: nothing runs after it),
+  `start()` again is a restart from nothing but the cluster's state.
+* `Steps`: queues, a runtime whose pods take a whole 8-cpu node of the test's own zone, dispatch TrainJobs,
+  their Workloads, and waits through the API (list then watch, `cluster.waiting`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import kubernetes
+from aiohttp import web
+from cluster.waiting import wait_for
+from cluster.workload_steps import Workloads, trainjob_selector
+
+from airflow_provider_dispatch.dispatch import vocabulary as v
+from airflow_provider_dispatch.kueue.controller import AdmissionController, ControllerOptions
+from airflow_provider_dispatch.kueue.lab import LabAdmissionController
+from airflow_provider_dispatch.lab import manifests
+from airflow_provider_dispatch.lab.controllers.kueue.scenario import QueueSetup, SyncKueueScenario
+from airflow_provider_dispatch.lab.faults import FaultInjector, FaultRule
+from airflow_provider_dispatch.lab.rbac_setup import LabRbac
+from airflow_provider_dispatch.lab.runtime import Lab
+from airflow_provider_dispatch.lab.scenario import Scenario
+from airflow_provider_dispatch.lab.server import USER_KEY
+
+Obj = dict[str, Any]
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+CONTROLLER_USER = LabRbac.username_of("controller")
+KUEUE = ("kueue.x-k8s.io", "v1beta2")
+TRAINER = ("trainer.kubeflow.org", "v1alpha1")
+ZONE_LABEL = "topology.kubernetes.io/zone"
+
+
+def unique(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+# --- the controller's traffic ------------------------------------------------------------------------------------
+
+
+@dataclass
+class Call:
+    """One request of the controller; `status` is "open" until it is answered (a watch stays open)."""
+
+    method: str
+    path: str
+    query: dict[str, str]
+    status: int | str = "open"
+
+    @property
+    def writes(self) -> bool:
+        return self.method in ("POST", "PUT", "PATCH", "DELETE")
+
+
+@dataclass
+class Gate:
+    """Holds the first request matching (method, path prefix and suffix) until opened: then it goes through
+    (`forward`) or fails without having been applied."""
+
+    method: str
+    path_prefix: str
+    path_suffix: str = ""
+    reached: threading.Event = field(default_factory=threading.Event)
+    _release: asyncio.Event | None = None
+    _forward: bool = False
+
+    def matches(self, request: web.Request) -> bool:
+        path = request.path
+        return (
+            not self.reached.is_set()
+            and request.method == self.method
+            and path.startswith(self.path_prefix)
+            and path.endswith(self.path_suffix)
+        )
+
+    async def hold(self) -> bool:
+        self._release = asyncio.Event()
+        self.reached.set()
+        await self._release.wait()
+        return self._forward
+
+    def open(self, forward: bool) -> None:
+        """Let the held request through (`forward`) or fail it without applying it. On the lab's loop."""
+        self._forward = forward
+        if self._release is not None:
+            self._release.set()
+
+
+@dataclass
+class LoseAnswer:
+    """The first request matching (method, path) is applied, then its connection is dropped: the answer is lost."""
+
+    method: str
+    path: str
+    applied: threading.Event = field(default_factory=threading.Event)
+
+    def matches(self, request: web.Request) -> bool:
+        return not self.applied.is_set() and request.method == self.method and request.path == self.path
+
+
+@dataclass
+class ControllerTraffic:
+    user: str = CONTROLLER_USER
+    calls: list[Call] = field(default_factory=list)
+    injector: FaultInjector | None = None
+    gates: list[Gate] = field(default_factory=list)
+    losses: list[LoseAnswer] = field(default_factory=list)
+
+    def reset(self) -> None:
+        self.calls.clear()
+        self.injector = None
+        self.gates.clear()
+        self.losses.clear()
+
+    def faults(self, *rules: FaultRule, seed: int = 3) -> FaultInjector:
+        injector = FaultInjector(seed=seed)
+        for rule in rules:
+            injector.add(rule)
+        self.injector = injector
+        return injector
+
+    @web.middleware
+    async def middleware(self, request: web.Request, handler: Handler) -> web.StreamResponse:
+        user = request.get(USER_KEY)
+        if user is None or user.name != self.user:
+            return await handler(request)
+        call = Call(request.method, request.path, dict(request.query))
+        self.calls.append(call)
+        try:
+            response = await self._handle(request, handler)
+        except web.HTTPException as error:
+            call.status = error.status
+            raise
+        except Exception as error:
+            call.status = type(error).__name__
+            raise
+        call.status = response.status
+        return response
+
+    async def _handle(self, request: web.Request, handler: Handler) -> web.StreamResponse:
+        gate = next((g for g in self.gates if g.matches(request)), None)
+        if gate is not None and not await gate.hold():
+            raise ConnectionResetError("dropped by the test after killing the controller")
+        loss = next((g for g in self.losses if g.matches(request)), None)
+        if loss is not None:
+            response = await handler(request)
+            loss.applied.set()
+            if request.transport is not None:
+                request.transport.abort()
+            raise ConnectionResetError(f"answer ({response.status}) lost after the server applied the write")
+        if self.injector is not None:
+            return await self.injector.middleware(request, handler)
+        return await handler(request)
+
+    # --- what the controller did ---------------------------------------------------------------------------------
+
+    def trainjob_writes(self, namespace: str, name: str) -> list[Call]:
+        path = v.TRAINJOB.path(namespace, name)
+        return [c for c in self.calls if c.writes and c.path == path]
+
+    def forbidden(self) -> list[Call]:
+        return [c for c in self.calls if c.status in (401, 403)]
+
+
+# --- the controller ----------------------------------------------------------------------------------------------
+
+
+class RunningController:
+    """The admission check controller on the lab's loop, as the lab's `controller` identity."""
+
+    def __init__(self, lab: Lab, options: ControllerOptions, token: str | None = None) -> None:
+        self.lab = lab
+        self.options = options
+        if token is None and lab.inner.rbac is not None:
+            token = lab.inner.rbac.token_for("controller")
+        self.token = token
+        self.instance: LabAdmissionController | None = None
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self, timeout: float = 30.0) -> RunningController:
+        """Start it and return once its Workload and AdmissionCheck caches are filled."""
+
+        async def go() -> LabAdmissionController:
+            instance = LabAdmissionController(self.lab.inner.context(), self.options, self.token)
+            self._task = self.lab.inner.spawn(instance.run(), name="dispatch-admission-controller (test)")
+            async with asyncio.timeout(timeout):
+                await instance.started.wait()
+                assert instance.controller is not None
+                await instance.controller.ready.wait()
+            return instance
+
+        self.instance = self.lab.run(go, timeout + 5)
+        return self
+
+    @property
+    def controller(self) -> AdmissionController:
+        assert self.instance is not None
+        assert self.instance.controller is not None
+        return self.instance.controller
+
+    def kill(self) -> None:
+        """Cancel it where it stands, as a crash or a SIGKILL would stop it."""
+
+        async def cancel() -> None:
+            if self._task is not None:
+                self._task.cancel()
+                await asyncio.gather(self._task, return_exceptions=True)
+
+        self.lab.run(cancel)
+        self._task = None
+
+    def open_gate(self, gate: Gate, *, forward: bool) -> None:
+        self.lab.call(lambda: gate.open(forward))
+
+
+def workload_status_prefix(namespace: str) -> str:
+    return v.WORKLOAD.path(namespace) + "/"
+
+
+# --- the steps ---------------------------------------------------------------------------------------------------
+
+
+def condition(obj: Obj | None, kind: str) -> Obj | None:
+    for entry in ((obj or {}).get("status") or {}).get("conditions") or ():
+        if entry.get("type") == kind:
+            return dict(entry)
+    return None
+
+
+def is_true(obj: Obj | None, kind: str) -> bool:
+    found = condition(obj, kind)
+    return found is not None and found.get("status") == "True"
+
+
+def check_entry(workload: Obj | None, check: str) -> Obj:
+    for entry in ((workload or {}).get("status") or {}).get("admissionChecks") or ():
+        if entry.get("name") == check:
+            return dict(entry)
+    return {}
+
+
+def admission_of(trainjob: Obj) -> str | None:
+    return (trainjob["metadata"].get("annotations") or {}).get(v.ANNOTATION_ADMISSION)
+
+
+class Steps(Workloads):
+    """The official clients in one namespace, nodes of a zone of the test's own, and Kueue's scenario controls."""
+
+    def __init__(self, api: kubernetes.client.ApiClient, namespace: str, lab: Lab, scenario: Scenario) -> None:
+        super().__init__(api, namespace)
+        self.lab = lab
+        self.scenario = scenario
+        self.kueue = SyncKueueScenario(lab)
+        self.zone = unique("z")
+
+    def close(self) -> None:
+        self.kueue.close()
+
+    def node(self, name: str) -> str:
+        full = f"{self.zone}-{name}"
+        self.scenario.add_node(full, cpu="8", labels={ZONE_LABEL: self.zone})
+        return full
+
+    def runtime(self) -> str:
+        """Pods of a whole 8-cpu node of this zone each, with a 30 s grace period."""
+        name = unique("rt")
+        body = manifests.cluster_training_runtime(name, grace_seconds=30)
+        pod_spec = body["spec"]["template"]["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
+        pod_spec["containers"][0]["resources"] = {"requests": {"cpu": "8"}}
+        pod_spec["nodeSelector"] = {ZONE_LABEL: self.zone}
+        self.create_runtime(body)
+        return name
+
+    def queues(self, *, check: bool = True, activate: bool = False, **options: Any) -> QueueSetup:
+        """A ClusterQueue with quota for one TrainJob of two pods and our AdmissionCheck (not Active unless
+        `activate`: the controller is to make it so), and a LocalQueue here."""
+        checks = (unique("drained"),) if check else ()
+        return self.kueue.create_queues(
+            self.namespace,
+            cluster_queue=unique("cq"),
+            local_queue=unique("lq"),
+            admission_checks=checks,
+            activate_checks=activate,
+            cpu="16",
+            **options,
+        )
+
+    def queued_trainjob(
+        self, setup: QueueSetup, runtime: str, *, name: str | None = None, annotations: dict[str, str] | None = None
+    ) -> str:
+        """A dispatch TrainJob (job id = its name, submission 1) in the LocalQueue; Kueue's webhook suspends it."""
+        name = name or unique("tj")
+        body = manifests.trainjob(name, queue=setup.local_queue, runtime=runtime, num_nodes=2, suspend=False)
+        if annotations:
+            body["metadata"]["annotations"] = dict(annotations)
+        self.create_trainjob(body)
+        return name
+
+    def workload_name(self, trainjob: str, timeout: float = 30.0) -> str:
+        uid = self.trainjob(trainjob)["metadata"]["uid"]
+
+        def owned(wl: Obj | None) -> bool:
+            return any(ref.get("uid") == uid for ref in ((wl or {}).get("metadata") or {}).get("ownerReferences") or ())
+
+        found = wait_for(
+            self.custom.list_namespaced_custom_object,
+            None,
+            owned,
+            timeout=timeout,
+            group=KUEUE[0],
+            version=KUEUE[1],
+            namespace=self.namespace,
+            plural="workloads",
+        )
+        return str(found["metadata"]["name"])
+
+    def workload(self, name: str) -> Obj:
+        found: Obj = self.custom.get_namespaced_custom_object(*KUEUE, self.namespace, "workloads", name)
+        return found
+
+    def wait_workload(self, name: str, predicate: Callable[[Obj | None], bool], timeout: float = 30.0) -> Obj:
+        found: Obj = wait_for(
+            self.custom.list_namespaced_custom_object,
+            name,
+            predicate,
+            timeout=timeout,
+            group=KUEUE[0],
+            version=KUEUE[1],
+            namespace=self.namespace,
+            plural="workloads",
+        )
+        return found
+
+    def admission_check(self, name: str) -> Obj:
+        found: Obj = self.custom.get_cluster_custom_object(*KUEUE, "admissionchecks", name)
+        return found
+
+    def wait_admission_check(self, name: str, predicate: Callable[[Obj | None], bool], timeout: float = 30.0) -> Obj:
+        found: Obj = wait_for(
+            self.custom.list_cluster_custom_object,
+            name,
+            predicate,
+            timeout=timeout,
+            group=KUEUE[0],
+            version=KUEUE[1],
+            plural="admissionchecks",
+        )
+        return found
+
+    def update_trainjob_metadata(self, name: str, annotations: dict[str, str], attempts: int = 8) -> Obj:
+        """Set annotations on the TrainJob (read, change, replace; again on a 409, as Trainer writes it too)."""
+        for attempt in range(attempts):
+            obj = self.trainjob(name)
+            obj["metadata"].setdefault("annotations", {}).update(annotations)
+            try:
+                return self.replace_trainjob(obj)
+            except kubernetes.client.ApiException as error:
+                if error.status != 409 or attempt == attempts - 1:
+                    raise
+        raise AssertionError("unreachable")
+
+    def wait_cluster_queue(self, name: str, predicate: Callable[[Obj | None], bool], timeout: float = 30.0) -> Obj:
+        found: Obj = wait_for(
+            self.custom.list_cluster_custom_object,
+            name,
+            predicate,
+            timeout=timeout,
+            group=KUEUE[0],
+            version=KUEUE[1],
+            plural="clusterqueues",
+        )
+        return found
+
+    def running_pods(self, trainjob: str, count: int = 2, timeout: float = 30.0) -> list[Any]:
+        def running(pods: list[Any]) -> bool:
+            live = [p for p in pods if not p.metadata.deletion_timestamp]
+            return len(live) == count and all(p.status.phase == "Running" for p in live)
+
+        pods = self.wait_pods(trainjob_selector(trainjob), running, timeout=timeout)
+        return [p for p in pods if not p.metadata.deletion_timestamp]
+
+
+def pending_with(check: str, prefix: str) -> Callable[[Obj | None], bool]:
+    def holds(wl: Obj | None) -> bool:
+        entry = check_entry(wl, check)
+        return entry.get("state") == "Pending" and str(entry.get("message", "")).startswith(prefix)
+
+    return holds
+
+
+def ready(check: str) -> Callable[[Obj | None], bool]:
+    return lambda wl: check_entry(wl, check).get("state") == "Ready"
+
+
+def admitted(wl: Obj | None) -> bool:
+    return is_true(wl, "Admitted")

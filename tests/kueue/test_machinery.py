@@ -1,0 +1,157 @@
+"""The watch-and-reconcile machinery on its own: the work queue's semantics on a lab clock, and an informer that
+relists after 410 Gone and resumes after a watch the server ended, against a lab with injected faults."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+import kubernetes_asyncio
+import pytest
+
+from airflow_provider_dispatch.dispatch import vocabulary as v
+from airflow_provider_dispatch.kueue.api import KubeApi
+from airflow_provider_dispatch.kueue.backoff import Backoff
+from airflow_provider_dispatch.kueue.connection import lab_kubeconfig
+from airflow_provider_dispatch.kueue.informer import Event, Informer
+from airflow_provider_dispatch.kueue.workqueue import WorkQueue
+from airflow_provider_dispatch.lab.clock import LabClock
+from airflow_provider_dispatch.lab.faults import FaultInjector, FaultRule
+from airflow_provider_dispatch.lab.runtime import DEFAULT_TOKEN, AsyncLab
+
+TIMEOUT = 10.0
+
+
+async def test_the_work_queue_dedupes_never_runs_a_key_twice_at_once_and_delays() -> None:
+    clock = LabClock(speed=0.0)
+    ticker = asyncio.get_running_loop().create_task(clock.run())
+    queue: WorkQueue[str] = WorkQueue(clock)
+    queue.add("a")
+    queue.add("a")
+    queue.add("b")
+    assert len(queue) == 2
+    key = await queue.get()
+    assert key == "a"
+    queue.add("a")  # changed while processed: queued again once done, not handed to a second worker
+    assert await queue.get() == "b"
+    assert len(queue) == 0
+    queue.done("a")
+    assert await queue.get() == "a"
+    queue.done("a")
+    queue.done("b")
+
+    queue.add_after("c", 30.0)
+    queue.add_after("c", 60.0)  # the earlier timer wins
+    assert queue.pending_timer("c") == clock.now() + 30.0
+    waiter = asyncio.ensure_future(queue.get())
+    await asyncio.sleep(0.05)
+    assert not waiter.done()  # lab time stands still: nothing is due
+    clock.advance(30.0)
+    assert await asyncio.wait_for(waiter, TIMEOUT) == "c"
+    queue.done("c")
+
+    queue.add_after("d", 10.0)
+    await queue.shut_down()
+    assert await queue.get() is None
+    queue.add("e")
+    assert await queue.get() is None
+    ticker.cancel()
+
+
+@pytest.fixture
+async def faulty_lab() -> AsyncIterator[tuple[AsyncLab, FaultInjector]]:
+    injector = FaultInjector(seed=5)
+    async with AsyncLab(speed=50.0, middlewares=(injector.middleware,)) as lab:
+        yield lab, injector
+
+
+async def test_an_informer_relists_after_410_and_resumes_after_an_ended_watch(
+    faulty_lab: tuple[AsyncLab, FaultInjector],
+) -> None:
+    lab, injector = faulty_lab
+    loader = kubernetes_asyncio.config.kube_config.KubeConfigLoader(config_dict=lab_kubeconfig(lab.url, DEFAULT_TOKEN))
+    configuration = kubernetes_asyncio.client.Configuration()
+    await loader.load_and_set(configuration)
+    async with kubernetes_asyncio.client.ApiClient(configuration) as client:
+        api = KubeApi(client)
+        informer = Informer(api, v.NODE, lab.clock, backoff=Backoff(0.1, 1.0))
+        seen: list[tuple[str, str]] = []
+        changed = asyncio.Event()
+
+        def record(event: Event) -> None:
+            seen.append((event.type, v.name_of(event.obj)))
+            changed.set()
+
+        async def until(condition: object) -> None:
+            async with asyncio.timeout(TIMEOUT):
+                while not condition():  # type: ignore[operator]
+                    changed.clear()
+                    await changed.wait()
+
+        informer.on_event(record)
+        injector.add(FaultRule(kind="410", verbs=frozenset({"watch"}), resources=frozenset({"nodes"}), count=1))
+        injector.add(FaultRule(kind="end-watch", verbs=frozenset({"watch"}), resources=frozenset({"nodes"}), count=2))
+        injector.add(FaultRule(kind="500", verbs=frozenset({"list"}), resources=frozenset({"nodes"}), count=2))
+        task = asyncio.get_running_loop().create_task(informer.run())
+        try:
+            async with asyncio.timeout(TIMEOUT):
+                await informer.synced.wait()
+            from airflow_provider_dispatch.lab import manifests
+            from airflow_provider_dispatch.lab.client import LabClient
+
+            admin = LabClient(lab.url, DEFAULT_TOKEN)
+            try:
+                for name in ("n1", "n2"):
+                    await admin.create(v.NODE, None, manifests.node(name))
+                await until(lambda: {("ADDED", "n1"), ("ADDED", "n2")} <= set(seen))
+                await admin.delete(v.NODE, None, "n1")
+                await until(lambda: ("DELETED", "n1") in seen)
+            finally:
+                await admin.close()
+        finally:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+    assert set(informer.cache) == {("", "n2")}
+    assert informer.relists >= 2  # the first list (after two failed ones), and the one after 410 Gone
+    fired = {kind for _, _, kind in injector.log}
+    assert {"500", "410", "end-watch"} <= fired
+
+
+async def test_the_pod_informer_reports_events_of_trainjob_pods_only_and_keeps_no_cache(
+    faulty_lab: tuple[AsyncLab, FaultInjector],
+) -> None:
+    lab, _ = faulty_lab
+    from airflow_provider_dispatch.lab import manifests
+    from airflow_provider_dispatch.lab.client import LabClient
+
+    loader = kubernetes_asyncio.config.kube_config.KubeConfigLoader(config_dict=lab_kubeconfig(lab.url, DEFAULT_TOKEN))
+    configuration = kubernetes_asyncio.client.Configuration()
+    await loader.load_and_set(configuration)
+    admin = LabClient(lab.url, DEFAULT_TOKEN)
+    async with kubernetes_asyncio.client.ApiClient(configuration) as client:
+        informer = Informer(KubeApi(client), v.POD, lab.clock, keep_cache=False, label_selector=v.LABEL_JOBSET_NAME)
+        seen: list[tuple[str, str]] = []
+        relisted: list[int] = []
+        arrived = asyncio.Event()
+
+        def record(event: Event) -> None:
+            seen.append((event.type, v.name_of(event.obj)))
+            arrived.set()
+
+        informer.on_event(record)
+        informer.on_relist(lambda: relisted.append(informer.relists))
+        task = asyncio.get_running_loop().create_task(informer.run())
+        try:
+            async with asyncio.timeout(TIMEOUT):
+                await informer.synced.wait()
+            await admin.create(v.POD, "default", manifests.pod("other"))
+            await admin.create(v.POD, "default", manifests.pod("tj-node-0-0-x", labels={v.LABEL_JOBSET_NAME: "tj"}))
+            async with asyncio.timeout(TIMEOUT):
+                await arrived.wait()
+        finally:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+            await admin.close()
+    assert seen == [("ADDED", "tj-node-0-0-x")]
+    assert informer.cache == {}
+    assert relisted == [1]
