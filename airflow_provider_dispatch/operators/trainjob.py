@@ -1,0 +1,398 @@
+"""The TrainJob operators: hold, release, open. Each returns the execution identity as its XCom.
+
+* `TrainJobHoldOperator`: keep the TrainJob from running (plain mode: `spec.suspend: true`; Kueue mode: the
+  Workload deactivated). Idempotent.
+* `TrainJobReleaseOperator`: lift the hold and admit a new execution, after the drain check (DESIGN §3). A
+  running TrainJob is returned as it is (a retry after a lost response admits nothing).
+* `TrainJobOpenOperator`: create a new TrainJob held from a manifest, then release it (the same check: a
+  TrainJob of that name may have left pods). A retried open continues with the object it created.
+
+XCom (the return value) of all three: `{"job_id": ..., "submission": ..., "admission": A}` (`Execution.as_dict()`).
+
+When the drain check finds remaining pods (`PodsRemainError`), `on_pods_remaining` chooses:
+
+* `"wait"` (default): wait for the pods to go, then release. Deferrable (default `[operators]
+  default_deferrable`): defer to `PodsDrainedTrigger` (drained, not merely ceased: the release needs the pod
+  objects gone) and release in `execute_complete`, re-checking there, since another caller may have admitted
+  meanwhile (release is idempotent; the trigger also stops early when the TrainJob is no longer held). Not
+  deferrable: check again every `poke_interval` seconds in the worker, which holds a worker slot for the whole
+  wait (use it for short waits only). Both give up after `wait_timeout` with a retryable AirflowException.
+* `"retry"`: raise the retryable AirflowException with the PodsRemainError message (the pods and their nodes,
+  what would unblock them), so that the task's `retries` and `retry_delay` do the waiting.
+
+`SuspensionNotObservedError` (Trainer or JobSet has not observed the hold yet, normally a matter of a second,
+and always the case right after an open creates the TrainJob) is waited for in the worker for up to
+`observe_timeout` seconds with `"wait"`, and raised as retryable with `"retry"`.
+
+Errors map in one place (`hooks.errors`): unreachable (including pods remaining) -> AirflowException, retried;
+refused (not found, not managed, invalid name, forbidden, finished, spec rejected) -> AirflowFailException.
+
+Retries after a lost response: the execution about to be admitted is recorded first in Airflow 3.3's task
+state store (`operators.execution_record`), so a later try that finds it admitted returns it, even if the
+object was held again meanwhile, instead of admitting a second execution.
+
+Kueue mode (the TrainJob carries `kueue.x-k8s.io/queue-name`): the admission check controller runs the drain
+check and Kueue admits; release reactivates the Workload and returns the current execution. Waiting for the
+Workload's `Admitted` condition is the hook point `TrainJobReleaseOperator.admit_kueue` (not yet implemented).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from datetime import datetime, timedelta
+from functools import cached_property
+from typing import Any, Final, Literal, NoReturn
+
+import yaml
+from airflow.sdk import BaseOperator, Context, conf
+from airflow.sdk.exceptions import AirflowException, AirflowFailException
+
+from airflow_provider_dispatch.dispatch import programs
+from airflow_provider_dispatch.dispatch.assessment import Execution, ManagedObject, Mode, is_held, managed
+from airflow_provider_dispatch.dispatch.errors import (
+    DispatchError,
+    NotFoundError,
+    NotManagedError,
+    PodsRemainError,
+    SuspensionNotObservedError,
+)
+from airflow_provider_dispatch.dispatch.sync_adapter import DispatchAdapter
+from airflow_provider_dispatch.dispatch.validation import Ref, parse_ref
+from airflow_provider_dispatch.dispatch.vocabulary import LABEL_JOB_ID, LABEL_SUBMISSION, labels_of
+from airflow_provider_dispatch.hooks.dispatch import DEFAULT_CONN_ID, DispatchHook
+from airflow_provider_dispatch.hooks.errors import airflow_errors, airflow_exception, exception_for_event
+from airflow_provider_dispatch.operators.execution_record import ExecutionRecords, ExpectedExecution
+from airflow_provider_dispatch.triggers.backoff import Backoff
+from airflow_provider_dispatch.triggers.base import DEFAULT_RECHECK_INTERVAL
+from airflow_provider_dispatch.triggers.pods_drained import PodsDrainedTrigger, remaining_summary
+
+OnPodsRemaining = Literal["wait", "retry"]
+#: how long after `wait_timeout` the deferral itself times out (the trigger answers at the deadline)
+DEFERRAL_MARGIN: Final = timedelta(minutes=5)
+
+
+class TrainJobOperator(BaseOperator):
+    """The connection handling of the TrainJob operators (see `DispatchHook` for the parameters).
+
+    :param kubernetes_conn_id: a cncf-kubernetes `kubernetes` connection (default `kubernetes_default`).
+    :param cluster_context: overrides the connection's `cluster_context` extra.
+    :param config_file: a kubeconfig path; overrides the connection's `kube_config_path` extra.
+    :param in_cluster: overrides the connection's `in_cluster` extra.
+    """
+
+    ui_color = "#dfe9f7"
+
+    def __init__(
+        self,
+        *,
+        kubernetes_conn_id: str | None = DEFAULT_CONN_ID,
+        cluster_context: str | None = None,
+        config_file: str | None = None,
+        in_cluster: bool | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.kubernetes_conn_id = kubernetes_conn_id
+        self.cluster_context = cluster_context
+        self.config_file = config_file
+        self.in_cluster = in_cluster
+
+    @cached_property
+    def hook(self) -> DispatchHook:
+        return DispatchHook(
+            self.kubernetes_conn_id,
+            cluster_context=self.cluster_context,
+            config_file=self.config_file,
+            in_cluster=self.in_cluster,
+        )
+
+    def adapter(self) -> DispatchAdapter:
+        """The writer adapter (one client per task run: the hook's)."""
+        return self.hook.get_adapter()
+
+
+class TrainJobHoldOperator(TrainJobOperator):
+    """Hold TrainJob `namespace/name` (both templated); XCom: its current execution identity."""
+
+    template_fields: Sequence[str] = ("namespace", "name")
+
+    def __init__(self, *, namespace: str, name: str, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.namespace = namespace
+        self.name = name
+
+    def execute(self, context: Context) -> dict[str, Any]:
+        with airflow_errors():
+            ref = parse_ref(f"{self.namespace}/{self.name}")
+            execution = self.adapter().hold(ref)
+        self.log.info("Held TrainJob %s (execution %s)", ref, execution.admission)
+        return execution.as_dict()
+
+
+class AdmittingOperator(TrainJobOperator):
+    """What release and open share: the wait-or-retry choice, the deferral, the record of the admission.
+
+    :param on_pods_remaining: `"wait"` (default) or `"retry"` (module docstring).
+    :param deferrable: with `"wait"`, wait in the triggerer (default `[operators] default_deferrable`).
+    :param poke_interval: seconds between checks of a non-deferrable wait.
+    :param wait_timeout: the longest wait for the pods (seconds or timedelta; None: `[sensors] default_timeout`).
+    :param observe_timeout: the longest in-worker wait for the hold to be observed, seconds.
+    :param recheck_interval: the trigger's safety-net re-check interval, seconds.
+    """
+
+    def __init__(
+        self,
+        *,
+        on_pods_remaining: OnPodsRemaining = "wait",
+        deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
+        poke_interval: float = 30.0,
+        wait_timeout: float | timedelta | None = None,
+        observe_timeout: float = 60.0,
+        recheck_interval: float = DEFAULT_RECHECK_INTERVAL,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        if on_pods_remaining not in ("wait", "retry"):
+            raise ValueError(f"on_pods_remaining must be 'wait' or 'retry', not {on_pods_remaining!r}")
+        if wait_timeout is None:
+            wait_timeout = conf.getfloat("sensors", "default_timeout")
+        seconds = wait_timeout.total_seconds() if isinstance(wait_timeout, timedelta) else float(wait_timeout)
+        if seconds < 0 or poke_interval <= 0 or observe_timeout < 0:
+            raise ValueError("wait_timeout and observe_timeout must be >= 0, and poke_interval > 0")
+        self.on_pods_remaining: OnPodsRemaining = on_pods_remaining
+        self.deferrable = deferrable
+        self.poke_interval = float(poke_interval)
+        self.wait_timeout = seconds
+        self.observe_timeout = float(observe_timeout)
+        self.recheck_interval = float(recheck_interval)
+        self._shown_reason: str | None = None
+
+    # --- for subclasses ------------------------------------------------------------------------------------
+
+    def target(self) -> tuple[Ref, tuple[str, str] | None]:
+        """The TrainJob's ref, and (job id, submission) when known before it exists (open's manifest)."""
+        raise NotImplementedError
+
+    def admit(self, adapter: DispatchAdapter, ref: Ref) -> Execution:
+        """The one call that may admit (release or open)."""
+        raise NotImplementedError
+
+    def admit_kueue(self, context: Context, adapter: DispatchAdapter, obj: ManagedObject) -> Execution:
+        """Kueue mode. The hook point for waiting until the Workload is `Admitted` (DESIGN §6): today the
+        release reactivates the Workload and returns the current execution; Kueue admits it when the admission
+        check controller reports the pods gone. Extend here to defer until `Admitted` and return the new A."""
+        return self.admit(adapter, obj.ref)
+
+    # --- the attempt ---------------------------------------------------------------------------------------
+
+    def execute(self, context: Context) -> dict[str, Any]:
+        return self.attempt(context)
+
+    def attempt(self, context: Context) -> dict[str, Any]:
+        """Release now, or wait (poll or defer) or raise, per `on_pods_remaining`."""
+        adapter = self.adapter()
+        observe = Backoff(initial=0.5, maximum=5.0)
+        observe_until = time.monotonic() + self.observe_timeout
+        while True:
+            try:
+                execution = self._admit_once(context, adapter)
+            except SuspensionNotObservedError as error:
+                delay = observe.next()
+                if self.on_pods_remaining == "retry" or time.monotonic() + delay > observe_until:
+                    raise airflow_exception(error) from error
+                self.log.info("%s Checking again in %.1fs.", error, delay)
+                time.sleep(delay)
+                continue
+            except PodsRemainError as error:
+                if self.on_pods_remaining == "retry":
+                    raise airflow_exception(error) from error
+                self._show_reason(error.message)
+                known = remaining_summary({"remaining": [pod.as_dict() for pod in error.remaining]})
+                if self.deferrable:
+                    self._defer(context, known)
+                left = self.deadline(context) - time.time()
+                if left <= 0:
+                    raise AirflowException(self._timeout_message(error.message)) from error
+                time.sleep(min(self.poke_interval, left))
+                continue
+            except DispatchError as error:
+                raise airflow_exception(error) from error
+            self.log.info("TrainJob %s runs execution %s", self.target()[0], execution.admission)
+            return execution.as_dict()
+
+    def _admit_once(self, context: Context, adapter: DispatchAdapter) -> Execution:
+        ref, known_ids = self.target()
+        records = ExecutionRecords(context, self.log)
+        obj, held = self._read(adapter, ref, missing_ok=known_ids is not None)
+        recorded = records.expected(str(ref))
+        if recorded is not None and obj is not None and recorded.reached_by(obj):
+            self.log.info(
+                "TrainJob %s already reached admission %s (recorded by an earlier try before its admitting write; "
+                "now %s, %s): returning execution %s without admitting again",
+                ref,
+                recorded.admission,
+                obj.admission,
+                "held" if held else "not held",
+                obj.admission,
+            )
+            records.forget()
+            return obj.execution
+        if obj is not None and obj.mode is Mode.KUEUE:
+            return self.admit_kueue(context, adapter, obj)
+        wrote_record = False
+        if records.available and (obj is None or held):
+            ids = (obj.job_id, obj.submission) if obj is not None else known_ids
+            if ids is not None:
+                records.record(
+                    ExpectedExecution(
+                        ref=str(ref),
+                        uid=obj.uid if obj is not None else None,
+                        job_id=ids[0],
+                        submission=ids[1],
+                        admission=(obj.admission if obj is not None else 0) + 1,
+                    )
+                )
+                wrote_record = True
+        execution = self.admit(adapter, ref)
+        if wrote_record or recorded is not None:
+            records.forget()
+        return execution
+
+    @staticmethod
+    def _read(adapter: DispatchAdapter, ref: Ref, *, missing_ok: bool) -> tuple[ManagedObject | None, bool]:
+        """The object as dispatch manages it and whether it is held; (None, False) when missing (open) or
+        not managed (open: the open itself refuses a namesake)."""
+        try:
+            trainjob = adapter.run(programs.read_trainjob(ref))
+        except NotFoundError:
+            if missing_ok:
+                return None, False
+            raise
+        try:
+            return managed(trainjob), is_held(trainjob)
+        except NotManagedError:
+            if missing_ok:
+                return None, False
+            raise
+
+    # --- waiting -------------------------------------------------------------------------------------------
+
+    def deadline(self, context: Context) -> float:
+        """Epoch seconds at which the wait for the pods gives up: the task's start plus `wait_timeout`."""
+        start = getattr(context["ti"], "start_date", None)
+        started = start.timestamp() if isinstance(start, datetime) else time.time()
+        return started + self.wait_timeout
+
+    def _show_reason(self, reason: str) -> None:
+        if reason != self._shown_reason:
+            self.log.info("Waiting: %s", reason)
+            self._shown_reason = reason
+        else:
+            self.log.info("Still waiting for the pods of TrainJob %s to go", self.target()[0])
+
+    def _timeout_message(self, reason: str) -> str:
+        return f"Gave up waiting after wait_timeout={self.wait_timeout:.0f}s; nothing was admitted. {reason}"
+
+    def _defer(self, context: Context, known: list[dict[str, Any]]) -> NoReturn:
+        ref = self.target()[0]
+        deadline = self.deadline(context)
+        trigger = PodsDrainedTrigger(
+            ref.namespace,
+            ref.name,
+            accept_ceased=False,
+            stop_when_running=True,
+            known_remaining=known,
+            deadline=deadline,
+            recheck_interval=self.recheck_interval,
+            **self.hook.trigger_connection_kwargs(),
+        )
+        timeout = timedelta(seconds=max(0.0, deadline - time.time())) + DEFERRAL_MARGIN
+        self.defer(trigger=trigger, method_name="execute_complete", timeout=timeout)
+        raise AssertionError("defer() returns only by raising TaskDeferred")  # pragma: no cover
+
+    def execute_complete(self, context: Context, event: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """Resume from `PodsDrainedTrigger`: release (re-checking), defer again on progress, or raise."""
+        event = event or {}
+        status = event.get("status")
+        if status == "error":
+            raise exception_for_event(event)
+        found = event.get("report")
+        report: Mapping[str, Any] = found if isinstance(found, Mapping) else {}
+        detail = str(report.get("detail", ""))
+        if status == "timeout":
+            raise AirflowException(self._timeout_message(f"TrainJob {self.target()[0]}: {detail}"))
+        if status == "progress":
+            self._show_reason(f"TrainJob {self.target()[0]}: {detail}")
+            self._defer(context, remaining_summary(report))
+        if status not in ("drained", "running", "ceased"):
+            raise AirflowException(f"PodsDrainedTrigger sent an event this operator does not know: {status!r}")
+        self.log.info("The trigger reported %s; releasing (the check runs again)", status)
+        return self.attempt(context)
+
+
+class TrainJobReleaseOperator(AdmittingOperator):
+    """Release TrainJob `namespace/name` (both templated); XCom: the admitted execution identity.
+
+    Parameters: `AdmittingOperator` (`on_pods_remaining`, `deferrable`, `poke_interval`, `wait_timeout`,
+    `observe_timeout`, `recheck_interval`) and `TrainJobOperator` (the connection).
+    """
+
+    template_fields: Sequence[str] = ("namespace", "name")
+
+    def __init__(self, *, namespace: str, name: str, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.namespace = namespace
+        self.name = name
+
+    def target(self) -> tuple[Ref, tuple[str, str] | None]:
+        with airflow_errors():
+            return parse_ref(f"{self.namespace}/{self.name}"), None
+
+    def admit(self, adapter: DispatchAdapter, ref: Ref) -> Execution:
+        return adapter.release(ref)
+
+
+class TrainJobOpenOperator(AdmittingOperator):
+    """Open a TrainJob from `manifest` (templated; a dict, or its YAML/JSON text): create it held, release it.
+
+    The manifest needs `metadata.name`, `metadata.namespace` and the dispatch labels `job-id` and `submission`
+    (DESIGN §2). Parameters otherwise as for `TrainJobReleaseOperator`.
+    """
+
+    template_fields: Sequence[str] = ("manifest",)
+
+    def __init__(self, *, manifest: Mapping[str, Any] | str, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.manifest = manifest
+
+    def parsed_manifest(self) -> Mapping[str, Any]:
+        value = self.manifest
+        if isinstance(value, str):
+            try:
+                value = yaml.safe_load(value)
+            except yaml.YAMLError as error:
+                raise AirflowFailException(f"the TrainJob manifest is not YAML or JSON: {error}") from None
+        if not isinstance(value, Mapping):
+            raise AirflowFailException("the TrainJob manifest must be a mapping (a dict, or its YAML/JSON text)")
+        return value
+
+    def target(self) -> tuple[Ref, tuple[str, str] | None]:
+        manifest = self.parsed_manifest()
+        with airflow_errors():
+            ref, body = programs.prepare_manifest(manifest)
+        found = labels_of(body)
+        return ref, (found[LABEL_JOB_ID], found[LABEL_SUBMISSION])
+
+    def admit(self, adapter: DispatchAdapter, ref: Ref) -> Execution:
+        return adapter.open(self.parsed_manifest(), ref=ref)
+
+
+__all__ = [
+    "AdmittingOperator",
+    "OnPodsRemaining",
+    "TrainJobHoldOperator",
+    "TrainJobOpenOperator",
+    "TrainJobOperator",
+    "TrainJobReleaseOperator",
+]

@@ -1,0 +1,311 @@
+"""Support for the Airflow tests: the lab they run against, a request probe, per-test hooks, DAG runs.
+
+* `Probe` is an aiohttp middleware that records every request of a non-admin identity (the provider's, never
+  the test's own cluster building) with its user, User-Agent, answer status, and for a WATCH its opening. A
+  test thread waits on it (`wait_for`) instead of sleeping: "the trigger opened its watch", "the trigger's first
+  check is answered". The provider's clients identify themselves (`hooks.dispatch.WORKER_USER_AGENT`,
+  `TRIGGERER_USER_AGENT`), so the worker's fast path and the trigger's checks are told apart.
+* `Hooks` holds per-test middlewares and seeded fault injectors (`lab.faults`) for those same requests.
+* `Actor` runs a test's part of the story (the pods going, a node being tainted) in a background thread while
+  `dag.test()` runs in the test's thread, and re-raises its failure in the test.
+* `DagRunResult` reads back what a `dag.test()` run left in the metadata database: task states and tries,
+  XComs, rendered fields. (`dag.test()` writes the task logs to stdout, not to files: tests read them with
+  `capfd`.)
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from aiohttp import web
+
+from airflow_provider_dispatch.hooks.dispatch import TRIGGERER_USER_AGENT, WORKER_USER_AGENT
+from airflow_provider_dispatch.lab.auth import UserInfo
+from airflow_provider_dispatch.lab.errors import ApiError
+from airflow_provider_dispatch.lab.faults import FaultInjector, FaultRule
+from airflow_provider_dispatch.lab.runtime import Lab
+from airflow_provider_dispatch.lab.server import USER_KEY
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+Hook = Callable[[web.Request, Handler], Awaitable[web.StreamResponse]]
+ADMIN_USER = "lab-admin"
+WAIT_BOUND = 60.0
+"""Seconds a test waits for something the lab must see before the test fails (a bound, not a synchronisation)."""
+
+
+def _user(request: web.Request) -> str:
+    user = request.get(USER_KEY)
+    return user.name if isinstance(user, UserInfo) else "?"
+
+
+@dataclass(frozen=True)
+class Seen:
+    """One request: `phase` is "open" when a watch started, "done" when any request was answered."""
+
+    user: str
+    agent: str
+    method: str
+    path: str
+    query: Mapping[str, str]
+    status: int | str
+    phase: str
+
+    @property
+    def watch(self) -> bool:
+        return self.query.get("watch", "").lower() in ("true", "1")
+
+    @property
+    def writes(self) -> bool:
+        return self.method in ("PUT", "POST", "PATCH", "DELETE")
+
+    @property
+    def by_trigger(self) -> bool:
+        return self.agent == TRIGGERER_USER_AGENT
+
+    @property
+    def by_worker(self) -> bool:
+        return self.agent == WORKER_USER_AGENT
+
+    def is_watch_of(self, resource: str, namespace: str | None = None) -> bool:
+        where = f"/namespaces/{namespace}/" if namespace else "/"
+        return self.watch and self.phase == "open" and self.path.endswith(f"/{resource}") and where in self.path + "/"
+
+
+@dataclass
+class Probe:
+    seen: list[Seen] = field(default_factory=list)
+    _changed: threading.Condition = field(default_factory=threading.Condition)
+
+    def _add(self, entry: Seen) -> None:
+        with self._changed:
+            self.seen.append(entry)
+            self._changed.notify_all()
+
+    @web.middleware
+    async def middleware(self, request: web.Request, handler: Handler) -> web.StreamResponse:
+        user = _user(request)
+        if user == ADMIN_USER:
+            return await handler(request)
+
+        def entry(status: int | str, phase: str = "done") -> Seen:
+            agent = request.headers.get("User-Agent", "")
+            return Seen(user, agent, request.method, request.path, dict(request.query), status, phase)
+
+        if request.query.get("watch", "").lower() in ("true", "1"):
+            self._add(entry("-", "open"))
+        try:
+            response = await handler(request)
+        except ApiError as error:
+            self._add(entry(error.code))
+            raise
+        except web.HTTPException as error:
+            self._add(entry(error.status))
+            raise
+        except BaseException:
+            self._add(entry("dropped"))
+            raise
+        self._add(entry(response.status))
+        return response
+
+    def mark(self) -> int:
+        with self._changed:
+            return len(self.seen)
+
+    def since(self, mark: int) -> list[Seen]:
+        with self._changed:
+            return list(self.seen[mark:])
+
+    def wait_for(self, predicate: Callable[[list[Seen]], bool], mark: int = 0, bound: float = WAIT_BOUND) -> None:
+        """Block until `predicate(requests since mark)` holds; fail after `bound` seconds."""
+        with self._changed:
+            if not self._changed.wait_for(lambda: predicate(self.seen[mark:]), timeout=bound):
+                raise AssertionError(f"the lab never saw what the test waited for; it saw {self.seen[mark:]}")
+
+
+@dataclass
+class Hooks:
+    """Middlewares and fault injectors for the provider's requests (never the admin's); cleared per test."""
+
+    active: list[tuple[Callable[[web.Request], bool], Hook]] = field(default_factory=list)
+
+    def add(self, hook: Hook, when: Callable[[web.Request], bool] = lambda request: True) -> None:
+        self.active.append((when, hook))
+
+    def faults(self, *rules: FaultRule, when: Callable[[web.Request], bool] = lambda request: True) -> FaultInjector:
+        injector = FaultInjector(seed=5)
+        for rule in rules:
+            injector.add(rule)
+        self.add(injector.middleware, when)
+        return injector
+
+    def clear(self) -> None:
+        self.active.clear()
+
+    @web.middleware
+    async def middleware(self, request: web.Request, handler: Handler) -> web.StreamResponse:
+        if _user(request) == ADMIN_USER:
+            return await handler(request)
+        hooks = [hook for when, hook in list(self.active) if when(request)]
+
+        async def call(index: int, current: web.Request) -> web.StreamResponse:
+            if index == len(hooks):
+                return await handler(current)
+            return await hooks[index](current, lambda forwarded: call(index + 1, forwarded))
+
+        return await call(0, request)
+
+
+class Actor:
+    """A background thread for the cluster's side of a story; `join()` re-raises its failure."""
+
+    def __init__(self, story: Callable[[], None]) -> None:
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, args=(story,), name="test-actor", daemon=True)
+
+    def _run(self, story: Callable[[], None]) -> None:
+        try:
+            story()
+        except BaseException as error:
+            self._error = error
+
+    def start(self) -> Actor:
+        self._thread.start()
+        return self
+
+    def join(self) -> None:
+        self._thread.join(WAIT_BOUND * 2)
+        assert not self._thread.is_alive(), "the test's actor did not finish"
+        if self._error is not None:
+            raise self._error
+
+
+@dataclass
+class AirflowLab:
+    """The lab for the Airflow tests (conftest's `airflow_lab`), its probe and hooks, kubeconfigs per identity."""
+
+    lab: Lab
+    probe: Probe
+    hooks: Hooks
+    kubeconfigs: dict[str, Path]
+
+    def connection(self, identity: str) -> dict[str, Any]:
+        """A `kubernetes` connection (as its extras) for one of the lab's identities."""
+        return {"kube_config_path": str(self.kubeconfigs[identity])}
+
+
+@dataclass
+class AirflowEnvironment:
+    """The isolated Airflow home of the session and how long its DB migration took (conftest's `airflow_env`)."""
+
+    home: Path
+    migrate_seconds: float
+
+
+@dataclass
+class DagRunResult:
+    """What one `dag.test()` run left in the metadata database."""
+
+    dag_id: str
+    run_id: str
+    state: str
+
+    def _ti(self, task_id: str) -> Any:
+        from airflow.models.taskinstance import TaskInstance
+        from airflow.utils.session import create_session
+        from sqlalchemy import select
+
+        with create_session() as session:
+            ti = session.scalars(
+                select(TaskInstance).where(
+                    TaskInstance.dag_id == self.dag_id,
+                    TaskInstance.run_id == self.run_id,
+                    TaskInstance.task_id == task_id,
+                )
+            ).one()
+            session.expunge(ti)
+            return ti
+
+    def task_state(self, task_id: str) -> str:
+        return str(self._ti(task_id).state)
+
+    def try_number(self, task_id: str) -> int:
+        return int(self._ti(task_id).try_number)
+
+    def xcom(self, task_id: str, key: str = "return_value") -> Any:
+        return read_xcom(self.dag_id, self.run_id, task_id, key)
+
+    def rendered(self, task_id: str) -> dict[str, Any]:
+        return read_rendered(self.dag_id, self.run_id, task_id)
+
+
+#: conftest's `run_dag` fixture: `run_dag(dag_id, **conf)` runs one `dag.test()` with that conf
+RunDag = Callable[..., DagRunResult]
+
+
+def read_xcom(dag_id: str, run_id: str, task_id: str, key: str = "return_value") -> Any:
+    from airflow.models.xcom import XComModel
+    from airflow.utils.session import create_session
+
+    with create_session() as session:
+        rows = session.execute(XComModel.get_many(run_id=run_id, key=key, task_ids=task_id, dag_ids=dag_id)).scalars()
+        values = [XComModel.deserialize_value(row) for row in rows]
+    assert len(values) <= 1, values
+    return values[0] if values else None
+
+
+def read_rendered(dag_id: str, run_id: str, task_id: str) -> dict[str, Any]:
+    from airflow.models.renderedtifields import RenderedTaskInstanceFields as RTIF
+    from airflow.utils.session import create_session
+    from sqlalchemy import select
+
+    with create_session() as session:
+        row = session.scalars(
+            select(RTIF).where(RTIF.dag_id == dag_id, RTIF.run_id == run_id, RTIF.task_id == task_id)
+        ).first()
+        return dict(row.rendered_fields) if row is not None else {}
+
+
+__all__ = [
+    "ADMIN_USER",
+    "WAIT_BOUND",
+    "Actor",
+    "AirflowEnvironment",
+    "AirflowLab",
+    "DagRunResult",
+    "FaultRule",
+    "Hooks",
+    "Probe",
+    "RunDag",
+    "Seen",
+    "find_wait_reasons",
+    "read_rendered",
+    "read_xcom",
+]
+
+
+def find_wait_reasons(dag_id: str, task_id: str, containing: str) -> dict[str, str]:
+    """While a run is still going (its run id unknown to the test): the task's rendered `wait_reason` and its
+    XCom `wait_reason`, from the rows that mention `containing` (the test's namespace)."""
+    from airflow.models.renderedtifields import RenderedTaskInstanceFields as RTIF
+    from airflow.models.xcom import XComModel
+    from airflow.utils.session import create_session
+    from sqlalchemy import select
+
+    found: dict[str, str] = {}
+    with create_session() as session:
+        for row in session.scalars(select(RTIF).where(RTIF.dag_id == dag_id, RTIF.task_id == task_id)):
+            reason = dict(row.rendered_fields).get("wait_reason", "")
+            if containing in str(reason):
+                found["rendered"] = str(reason)
+        query = select(XComModel).where(
+            XComModel.dag_id == dag_id, XComModel.task_id == task_id, XComModel.key == "wait_reason"
+        )
+        for xcom in session.scalars(query):
+            value = XComModel.deserialize_value(xcom)
+            if containing in str(value):
+                found["xcom"] = str(value)
+    return found

@@ -1,0 +1,113 @@
+"""Test-only DAGs for tests/airflow: one small DAG per behaviour, the TrainJob chosen by the run's conf.
+
+Every DAG takes `namespace` and `name` from `dag_run.conf` (the operators' templated fields), so one DAG serves
+every test namespace; what cannot be templated (mode, timeouts, retries) differs between DAGs. Timeouts and
+intervals are short because the tests drive the cluster themselves; real DAGs keep the defaults.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from airflow.sdk import DAG
+
+from airflow_provider_dispatch.operators.trainjob import (
+    TrainJobHoldOperator,
+    TrainJobOpenOperator,
+    TrainJobReleaseOperator,
+)
+from airflow_provider_dispatch.sensors.pods_drained import PodsDrainedSensor
+from airflow_provider_dispatch.sensors.trainjob_outcome import TrainJobOutcomeSensor
+
+NAMESPACE = "{{ dag_run.conf['namespace'] }}"
+NAME = "{{ dag_run.conf['name'] }}"
+START = datetime(2026, 1, 1)
+#: the trigger's safety-net re-check, far away: a test that passes shows the watch did the waking
+NO_PERIODIC_RECHECK = 3600.0
+
+
+def _dag(dag_id: str, **kwargs: object) -> DAG:
+    return DAG(dag_id, schedule=None, start_date=START, catchup=False, tags=["dispatch-tests"], **kwargs)
+
+
+with _dag("dispatch_hold") as dispatch_hold:
+    TrainJobHoldOperator(task_id="hold", namespace=NAMESPACE, name=NAME)
+
+with _dag("dispatch_release_retry") as dispatch_release_retry:
+    TrainJobReleaseOperator(
+        task_id="release",
+        namespace=NAMESPACE,
+        name=NAME,
+        on_pods_remaining="retry",
+        retries=2,
+        retry_delay=timedelta(0),
+    )
+
+with _dag("dispatch_release_wait_deferrable") as dispatch_release_wait_deferrable:
+    TrainJobReleaseOperator(
+        task_id="release",
+        namespace=NAMESPACE,
+        name=NAME,
+        on_pods_remaining="wait",
+        deferrable=True,
+        wait_timeout=120,
+        recheck_interval=NO_PERIODIC_RECHECK,
+    )
+
+with _dag("dispatch_release_wait_polling") as dispatch_release_wait_polling:
+    TrainJobReleaseOperator(
+        task_id="release",
+        namespace=NAMESPACE,
+        name=NAME,
+        on_pods_remaining="wait",
+        deferrable=False,
+        poke_interval=0.2,
+        wait_timeout=120,
+    )
+
+with _dag("dispatch_open", render_template_as_native_obj=True) as dispatch_open:
+    TrainJobOpenOperator(
+        task_id="open",
+        manifest="{{ dag_run.conf['manifest'] }}",
+        on_pods_remaining="wait",
+        deferrable=True,
+        observe_timeout=60,
+        recheck_interval=NO_PERIODIC_RECHECK,
+    )
+
+with _dag("dispatch_drained_poke_timeout") as dispatch_drained_poke_timeout:
+    PodsDrainedSensor(task_id="drained", namespace=NAMESPACE, name=NAME, mode="poke", poke_interval=0.2, timeout=1.5)
+
+with _dag("dispatch_drained_soft_fail") as dispatch_drained_soft_fail:
+    PodsDrainedSensor(
+        task_id="drained", namespace=NAMESPACE, name=NAME, mode="poke", poke_interval=0.2, timeout=0.5, soft_fail=True
+    )
+
+with _dag("dispatch_drained_poke") as dispatch_drained_poke:
+    PodsDrainedSensor(task_id="drained", namespace=NAMESPACE, name=NAME, mode="poke", poke_interval=0.2, timeout=120)
+
+with _dag("dispatch_drained_reschedule") as dispatch_drained_reschedule:
+    PodsDrainedSensor(
+        task_id="drained", namespace=NAMESPACE, name=NAME, mode="reschedule", poke_interval=0.5, timeout=120
+    )
+
+with _dag("dispatch_drained_deferrable") as dispatch_drained_deferrable:
+    PodsDrainedSensor(
+        task_id="drained",
+        namespace=NAMESPACE,
+        name=NAME,
+        deferrable=True,
+        timeout=120,
+        recheck_interval=NO_PERIODIC_RECHECK,
+    )
+
+with _dag("dispatch_outcome_deferrable") as dispatch_outcome_deferrable:
+    TrainJobOutcomeSensor(
+        task_id="outcome",
+        namespace=NAMESPACE,
+        name=NAME,
+        admission="{{ dag_run.conf.get('admission') }}",
+        deferrable=True,
+        timeout=120,
+        recheck_interval=NO_PERIODIC_RECHECK,
+    )

@@ -1,0 +1,165 @@
+"""The sensors through `dag.test()` against the lab: poke, reschedule and deferrable; wait reasons; timeouts.
+
+`dag.test()` runs a deferred sensor's trigger inline, in the test's thread; an `Actor` thread changes the
+cluster once the probe shows the sensor (or its trigger) has checked, and reads the wait reason from the
+metadata database while the sensor is still waiting.
+"""
+
+from __future__ import annotations
+
+import pytest
+from airflow_lab import Actor, AirflowLab, RunDag, Seen, find_wait_reasons
+from dispatch_lab.cluster import Cluster
+
+pytestmark = pytest.mark.airflow
+
+
+def node_reads(seen: list[Seen], node: str, *, by_trigger: bool) -> int:
+    return sum(
+        1
+        for s in seen
+        if s.phase == "done" and s.path.endswith(f"/nodes/{node}") and (s.by_trigger if by_trigger else s.by_worker)
+    )
+
+
+def kubelet_confirms(cluster: Cluster, pod: str) -> None:
+    cluster.core.delete_namespaced_pod(pod, cluster.namespace, grace_period_seconds=0)
+
+
+def held_with_pods(cluster: Cluster, count: int = 1, *, lost: bool = False) -> tuple[str, list[str]]:
+    node = cluster.node("n1")
+    if lost:
+        cluster.lose_node(node)
+    _, pods = cluster.held_after_execution("ft-7", runtime=cluster.runtime(), admission=2, pods_on=[node] * count)
+    return node, pods
+
+
+def test_a_poke_timeout_says_cessation_was_not_proven(
+    cluster: Cluster, run_dag: RunDag, capfd: pytest.CaptureFixture[str]
+) -> None:
+    node, (pod,) = held_with_pods(cluster, lost=True)
+    result = run_dag("dispatch_drained_poke_timeout", namespace=cluster.namespace, name="ft-7")
+    out = capfd.readouterr().out
+    assert (result.task_state("drained"), result.try_number("drained")) == ("failed", 1)
+    assert f"Cessation was NOT proven for TrainJob {cluster.namespace}/ft-7" in out
+    assert f"remaining pods: {pod} on {node} (Ready=Unknown)" in out
+    assert f"kubectl taint node {node} node.kubernetes.io/out-of-service=nodeshutdown:NoExecute" in out
+    # the wait reason in the UI: the rendered field and the XCom, as the last poke left them
+    rendered = result.rendered("drained")["wait_reason"]
+    assert rendered == result.xcom("drained", key="wait_reason")
+    assert rendered.startswith(f"waiting for the pods of TrainJob {cluster.namespace}/ft-7 to go.")
+    assert f"{pod} on {node} (Ready=Unknown)" in rendered
+    # the full reason once (it never changed), then a short line on every other poke
+    assert out.count(rendered.splitlines()[0]) == 1
+    assert out.count(f"still waiting for TrainJob {cluster.namespace}/ft-7: remaining pods: {pod}") >= 2
+
+
+def test_soft_fail_skips_on_timeout(cluster: Cluster, run_dag: RunDag, capfd: pytest.CaptureFixture[str]) -> None:
+    held_with_pods(cluster)
+    result = run_dag("dispatch_drained_soft_fail", namespace=cluster.namespace, name="ft-7")
+    assert result.task_state("drained") == "skipped"
+    assert "Cessation was NOT proven" in capfd.readouterr().out
+
+
+@pytest.mark.parametrize("dag_id", ["dispatch_drained_poke", "dispatch_drained_reschedule"])
+def test_poke_and_reschedule_succeed_once_drained(
+    airflow_lab: AirflowLab, cluster: Cluster, run_dag: RunDag, dag_id: str
+) -> None:
+    node, (pod,) = held_with_pods(cluster)
+    mark = airflow_lab.probe.mark()
+
+    def pods_go() -> None:
+        airflow_lab.probe.wait_for(lambda seen: node_reads(seen, node, by_trigger=False) >= 1, mark)
+        kubelet_confirms(cluster, pod)
+
+    actor = Actor(pods_go).start()
+    result = run_dag(dag_id, namespace=cluster.namespace, name="ft-7")
+    actor.join()
+    assert (result.task_state("drained"), result.try_number("drained")) == ("success", 1)
+    outcome = result.xcom("drained")
+    assert (outcome["outcome"], outcome["remaining"], outcome["ref"]) == ("drained", [], f"{cluster.namespace}/ft-7")
+    assert outcome["execution"] == {"job_id": "ft-7", "submission": "1", "admission": 2}
+    assert result.rendered("drained")["wait_reason"] == f"drained: no pod of TrainJob {cluster.namespace}/ft-7 remains"
+    assert [s for s in airflow_lab.probe.since(mark) if s.writes] == []
+
+
+def test_ceased_pods_end_the_wait_and_the_xcom_says_so(
+    airflow_lab: AirflowLab, cluster: Cluster, run_dag: RunDag
+) -> None:
+    node, (pod,) = held_with_pods(cluster, lost=True)
+    mark = airflow_lab.probe.mark()
+
+    def operator_confirms_shutdown() -> None:
+        airflow_lab.probe.wait_for(lambda seen: node_reads(seen, node, by_trigger=False) >= 1, mark)
+        cluster.taint_out_of_service(node)
+
+    actor = Actor(operator_confirms_shutdown).start()
+    result = run_dag("dispatch_drained_poke", namespace=cluster.namespace, name="ft-7")
+    actor.join()
+    outcome = result.xcom("drained")
+    assert outcome["outcome"] == "ceased"
+    assert outcome["remaining"] == [{"pod": pod, "node": node, "node_state": "Ready=Unknown, out-of-service"}]
+    assert result.rendered("drained")["wait_reason"].startswith("ceased: every remaining pod")
+
+
+def test_deferred_the_wait_reason_is_visible_and_refreshed_on_progress(
+    airflow_lab: AirflowLab, cluster: Cluster, run_dag: RunDag
+) -> None:
+    """Two pods: the sensor defers; while deferred the rendered field and the XCom name both. One pod goes: the
+    trigger reports progress, the sensor refreshes the wait reason and defers again; the other goes: drained."""
+    node, (first, second) = held_with_pods(cluster, count=2)
+    mark = airflow_lab.probe.mark()
+    seen_reasons: list[dict[str, str]] = []
+
+    def story() -> None:
+        airflow_lab.probe.wait_for(lambda seen: node_reads(seen, node, by_trigger=True) >= 1, mark)
+        seen_reasons.append(find_wait_reasons("dispatch_drained_deferrable", "drained", cluster.namespace))
+        kubelet_confirms(cluster, first)
+        # the first trigger's re-check (progress), then the second trigger's first check
+        airflow_lab.probe.wait_for(lambda seen: node_reads(seen, node, by_trigger=True) >= 3, mark)
+        seen_reasons.append(find_wait_reasons("dispatch_drained_deferrable", "drained", cluster.namespace))
+        kubelet_confirms(cluster, second)
+
+    actor = Actor(story).start()
+    result = run_dag("dispatch_drained_deferrable", namespace=cluster.namespace, name="ft-7")
+    actor.join()
+    assert (result.task_state("drained"), result.try_number("drained")) == ("success", 1)
+    assert result.xcom("drained")["outcome"] == "drained"
+
+    while_deferred, after_progress = seen_reasons
+    for reason in (while_deferred["rendered"], while_deferred["xcom"]):
+        assert f"{first} on {node} (Ready=True)" in reason
+        assert f"{second} on {node} (Ready=True)" in reason
+    for reason in (after_progress["rendered"], after_progress["xcom"]):
+        assert first not in reason
+        assert f"{second} on {node} (Ready=True)" in reason
+    seen = airflow_lab.probe.since(mark)
+    assert len([s for s in seen if s.is_watch_of("pods", cluster.namespace) and s.by_trigger]) == 2  # 2 deferrals
+    assert [s for s in seen if s.writes] == []
+
+
+def test_the_outcome_sensor_reports_the_outcome(airflow_lab: AirflowLab, cluster: Cluster, run_dag: RunDag) -> None:
+    cluster.trainjob("ft-7", runtime=cluster.runtime(), admission=2, suspend=False)
+    mark = airflow_lab.probe.mark()
+
+    def trainer_finishes() -> None:
+        trigger_read = lambda seen: any(s.by_trigger and s.path.endswith("/trainjobs/ft-7") for s in seen)  # noqa: E731
+        airflow_lab.probe.wait_for(trigger_read, mark)
+        cluster.trainer_finishes("ft-7", "Failed")
+
+    actor = Actor(trainer_finishes).start()
+    result = run_dag("dispatch_outcome_deferrable", namespace=cluster.namespace, name="ft-7")
+    actor.join()
+    outcome = result.xcom("outcome")
+    assert (outcome["outcome"], outcome["reason"], outcome["admission"]) == ("Failed", "FailedJobs", 2)
+    assert outcome["execution"] == {"job_id": "ft-7", "submission": "1", "admission": 2}
+    assert result.task_state("outcome") == "success"  # a Failed TrainJob is an outcome, not a sensor failure
+
+
+def test_the_outcome_sensor_refuses_a_superseded_admission(
+    cluster: Cluster, run_dag: RunDag, capfd: pytest.CaptureFixture[str]
+) -> None:
+    cluster.trainjob("ft-7", runtime=cluster.runtime(), admission=3, suspend=False)
+    result = run_dag("dispatch_outcome_deferrable", namespace=cluster.namespace, name="ft-7", admission=2)
+    assert (result.task_state("outcome"), result.try_number("outcome")) == ("failed", 1)
+    assert "runs execution 3 now" in capfd.readouterr().out

@@ -1,0 +1,510 @@
+"""The triggers' run() against the lab under asyncio, as the triggerer runs them (no dag.test here).
+
+Each test starts `run()` as a task, waits on the lab's probe until the trigger's first consistent check has
+been answered (so the trigger is waiting on its watches), then changes the cluster as the admin and awaits the
+event. `recheck_interval` is an hour, so an event that arrives at all came through the watch.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from airflow.sdk._shared.module_loading import import_string
+from airflow.sdk.exceptions import AirflowException, AirflowFailException
+from airflow.sdk.serde import deserialize, serialize
+from airflow.triggers.base import BaseTrigger
+from airflow_lab import AirflowLab, Seen
+from dispatch_lab.cluster import Cluster
+
+from airflow_provider_dispatch.dispatch import vocabulary as v
+from airflow_provider_dispatch.hooks.errors import exception_for_event
+from airflow_provider_dispatch.lab.faults import FaultRule
+from airflow_provider_dispatch.lab.runtime import write_kubeconfig
+from airflow_provider_dispatch.triggers.hub import current_hub
+from airflow_provider_dispatch.triggers.pods_drained import PodsDrainedTrigger, remaining_summary
+from airflow_provider_dispatch.triggers.trainjob_outcome import TrainJobOutcomeTrigger
+
+pytestmark = pytest.mark.airflow
+HOUR = 3600.0
+
+
+def connection(airflow_lab: AirflowLab, identity: str = "writer") -> dict[str, Any]:
+    return {"connection_extras": airflow_lab.connection(identity)}
+
+
+def trigger_gets(seen: list[Seen], path_end: str) -> int:
+    return sum(
+        1 for s in seen if s.by_trigger and s.phase == "done" and s.method == "GET" and s.path.endswith(path_end)
+    )
+
+
+def checks_answered(name: str, count: int, nodes: tuple[str, ...] = ()) -> Callable[[list[Seen]], bool]:
+    """The trigger's `count`-th drain check was answered: its TrainJob read and, last of all, its node reads."""
+
+    def answered(seen: list[Seen]) -> bool:
+        if trigger_gets(seen, f"/trainjobs/{name}") < count:
+            return False
+        return all(trigger_gets(seen, f"/nodes/{node}") >= count for node in nodes)
+
+    return answered
+
+
+async def first_event(trigger: BaseTrigger) -> dict[str, Any]:
+    event = await anext(trigger.run())
+    payload: dict[str, Any] = event.payload
+    return payload
+
+
+async def wait_for(airflow_lab: AirflowLab, predicate: Callable[[list[Seen]], bool], mark: int) -> None:
+    await asyncio.to_thread(airflow_lab.probe.wait_for, predicate, mark)
+
+
+class LoopLag:
+    """The event loop's lateness, sampled every 10 ms from `start()`: a blocked loop shows up in `worst`."""
+
+    def __init__(self) -> None:
+        self.samples: list[float] = []
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._sample())
+
+    async def _sample(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            before = loop.time()
+            await asyncio.sleep(0.01)
+            self.samples.append(loop.time() - before - 0.01)
+
+    @property
+    def worst(self) -> float:
+        return max(self.samples, default=0.0)
+
+    def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+
+
+@pytest.fixture
+def loop_lag() -> Iterator[LoopLag]:
+    lag = LoopLag()
+    yield lag
+    lag.stop()
+
+
+def held_with_terminating_pods(cluster: Cluster, count: int = 1, *, lost: bool = False) -> tuple[str, list[str]]:
+    """A held TrainJob whose previous execution left `count` Terminating pods on one node."""
+    runtime = cluster.runtime()
+    node = cluster.node("n1")
+    if lost:
+        cluster.lose_node(node)
+    _, pods = cluster.held_after_execution("ft-7", runtime=runtime, admission=2, pods_on=[node] * count)
+    return node, pods
+
+
+def kubelet_confirms(cluster: Cluster, pod: str) -> None:
+    """The kubelet confirmed the containers stopped: it deletes the pod object with grace 0 (k8s-apis §5.2)."""
+    cluster.core.delete_namespaced_pod(pod, cluster.namespace, grace_period_seconds=0)
+
+
+# --- serialization ------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "trigger",
+    [
+        PodsDrainedTrigger("ns", "ft-7"),
+        PodsDrainedTrigger(
+            "ns",
+            "ft-7",
+            accept_ceased=False,
+            stop_when_running=True,
+            known_remaining=[{"pod": "p-0", "node": "n1", "node_state": "Ready=Unknown"}],
+            deadline=1_900_000_000.5,
+            connection_extras={"kube_config_path": "/k", "cluster_context": "c"},
+            kubernetes_conn_id="other",
+        ),
+        TrainJobOutcomeTrigger("ns", "ft-7"),
+        TrainJobOutcomeTrigger("ns", "ft-7", admission=3, recheck_interval=30.0, in_cluster=True),
+    ],
+    ids=["drained-defaults", "drained-all", "outcome-defaults", "outcome-admission"],
+)
+def test_serialize_round_trips_through_serde_and_omits_defaults(trigger: BaseTrigger) -> None:
+    classpath, kwargs = trigger.serialize()
+    rebuilt = import_string(classpath)(**deserialize(serialize(kwargs)))
+    assert rebuilt.serialize() == (classpath, kwargs)
+    defaults = type(trigger).kwarg_defaults()  # type: ignore[attr-defined]
+    assert {key for key in kwargs if key in defaults and kwargs[key] == defaults[key]} == set()
+    assert {"namespace", "name"} <= set(kwargs)
+
+
+# --- the drain, seen through the watch --------------------------------------------------------------------
+
+
+async def test_a_drain_is_seen_through_the_watch_without_polling(
+    airflow_lab: AirflowLab, cluster: Cluster, loop_lag: LoopLag
+) -> None:
+    node, (pod,) = held_with_terminating_pods(cluster)
+    mark = airflow_lab.probe.mark()
+    trigger = PodsDrainedTrigger(cluster.namespace, "ft-7", recheck_interval=HOUR, **connection(airflow_lab))
+    running = asyncio.create_task(first_event(trigger))
+    await wait_for(airflow_lab, checks_answered("ft-7", 1, (node,)), mark)
+    # From here on only the waiting trigger runs on this loop (the test's cluster calls run in threads). Building
+    # the shared client before (once per connection) costs the loop ~70 ms: the library loads a TLS context.
+    loop_lag.start()
+    await asyncio.to_thread(kubelet_confirms, cluster, pod)
+    payload = await asyncio.wait_for(running, 30)
+
+    assert (payload["status"], payload["report"]["remaining"], payload["ref"]) == (
+        "drained",
+        [],
+        f"{cluster.namespace}/ft-7",
+    )
+    seen = airflow_lab.probe.since(mark)
+    assert trigger_gets(seen, "/trainjobs/ft-7") == 2  # the first check, and the one the DELETED event caused
+    assert [s for s in seen if s.writes] == []
+    assert any(s.is_watch_of("pods", cluster.namespace) and s.by_trigger for s in seen)
+    assert loop_lag.worst < 0.2  # the triggerer's blocked-loop warning threshold (0.2 s)
+    assert current_hub().stats()["connections"] == 0  # released when run() ended
+
+
+async def test_a_changed_remaining_set_yields_progress(airflow_lab: AirflowLab, cluster: Cluster) -> None:
+    node, pods = held_with_terminating_pods(cluster, count=2)
+    known = [{"pod": pod, "node": node, "node_state": "Ready=True"} for pod in sorted(pods)]
+    mark = airflow_lab.probe.mark()
+    trigger = PodsDrainedTrigger(
+        cluster.namespace, "ft-7", known_remaining=known, recheck_interval=HOUR, **connection(airflow_lab)
+    )
+    running = asyncio.create_task(first_event(trigger))
+    await wait_for(airflow_lab, checks_answered("ft-7", 1, (node,)), mark)
+    assert not running.done()  # the set the worker knows is the set there is: no event
+    await asyncio.to_thread(kubelet_confirms, cluster, pods[0])
+    payload = await asyncio.wait_for(running, 30)
+    assert payload["status"] == "progress"
+    assert remaining_summary(payload["report"]) == [{"pod": pods[1], "node": node, "node_state": "Ready=True"}]
+
+
+async def test_a_node_state_change_yields_progress(airflow_lab: AirflowLab, cluster: Cluster) -> None:
+    node, (pod,) = held_with_terminating_pods(cluster)
+    mark = airflow_lab.probe.mark()
+    trigger = PodsDrainedTrigger(cluster.namespace, "ft-7", recheck_interval=HOUR, **connection(airflow_lab))
+    running = asyncio.create_task(first_event(trigger))
+    await wait_for(airflow_lab, checks_answered("ft-7", 1, (node,)), mark)
+    await asyncio.to_thread(cluster.lose_node, node)  # the kubelet went silent: Ready=Unknown
+    payload = await asyncio.wait_for(running, 30)
+    assert payload["status"] == "progress"
+    assert remaining_summary(payload["report"]) == [{"pod": pod, "node": node, "node_state": "Ready=Unknown"}]
+    assert "kubectl taint node" in payload["report"]["detail"]
+
+
+@pytest.mark.parametrize("accept_ceased", [True, False])
+async def test_cessation_ends_the_wait_only_when_accepted(
+    airflow_lab: AirflowLab, cluster: Cluster, accept_ceased: bool
+) -> None:
+    node, (pod,) = held_with_terminating_pods(cluster, lost=True)
+    mark = airflow_lab.probe.mark()
+    trigger = PodsDrainedTrigger(
+        cluster.namespace,
+        "ft-7",
+        accept_ceased=accept_ceased,
+        report_progress=False,
+        recheck_interval=HOUR,
+        **connection(airflow_lab),
+    )
+    running = asyncio.create_task(first_event(trigger))
+    await wait_for(airflow_lab, checks_answered("ft-7", 1, (node,)), mark)
+    await asyncio.to_thread(cluster.taint_out_of_service, node)  # shutdown confirmed by the operator
+    if accept_ceased:
+        payload = await asyncio.wait_for(running, 30)
+        assert (payload["status"], payload["report"]["ceased"]) == ("ceased", True)
+        assert remaining_summary(payload["report"])[0]["node_state"] == "Ready=Unknown, out-of-service"
+    else:
+        await wait_for(airflow_lab, checks_answered("ft-7", 2, (node,)), mark)
+        assert not running.done()  # ceased, but the pod object is still there: a release must wait
+        await asyncio.to_thread(cluster.podgc_force_deletes, pod)
+        payload = await asyncio.wait_for(running, 30)
+        assert payload["status"] == "drained"
+
+
+async def test_a_release_elsewhere_ends_the_wait_with_running(airflow_lab: AirflowLab, cluster: Cluster) -> None:
+    node, _ = held_with_terminating_pods(cluster)
+    mark = airflow_lab.probe.mark()
+    trigger = PodsDrainedTrigger(
+        cluster.namespace,
+        "ft-7",
+        accept_ceased=False,
+        stop_when_running=True,
+        recheck_interval=HOUR,
+        **connection(airflow_lab),
+    )
+    running = asyncio.create_task(first_event(trigger))
+    await wait_for(airflow_lab, checks_answered("ft-7", 1, (node,)), mark)
+    await asyncio.to_thread(
+        cluster.custom.patch_namespaced_custom_object,
+        "trainer.kubeflow.org",
+        "v1alpha1",
+        cluster.namespace,
+        "trainjobs",
+        "ft-7",
+        {"spec": {"suspend": False}},
+        _content_type="application/merge-patch+json",
+    )  # another caller released it; its pods do not exist yet, the TrainJob watch wakes the trigger
+    payload = await asyncio.wait_for(running, 30)
+    assert (payload["status"], payload["held"]) == ("running", False)
+
+
+# --- errors come back as events ---------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def closed_port_extras(airflow_lab: AirflowLab, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    path = write_kubeconfig(tmp_path_factory.mktemp("closed") / "kubeconfig", f"http://127.0.0.1:{port}", "x")
+    return {"kube_config_path": str(path)}
+
+
+@pytest.mark.parametrize(
+    ("case", "error_class", "retryable", "airflow_error"),
+    [
+        ("missing", "NotFoundError", False, AirflowFailException),
+        ("forbidden", "ForbiddenError", False, AirflowFailException),
+        ("unreachable", "UnreachableError", True, AirflowException),
+        ("bad-kubeconfig", "RefusedError", False, AirflowFailException),
+    ],
+)
+@pytest.mark.parametrize("trigger_class", [PodsDrainedTrigger, TrainJobOutcomeTrigger])
+async def test_errors_come_back_as_events_the_worker_maps(
+    airflow_lab: AirflowLab,
+    cluster: Cluster,
+    closed_port_extras: dict[str, Any],
+    tmp_path_factory: pytest.TempPathFactory,
+    trigger_class: type[PodsDrainedTrigger] | type[TrainJobOutcomeTrigger],
+    case: str,
+    error_class: str,
+    retryable: bool,
+    airflow_error: type[AirflowException],
+) -> None:
+    if case != "missing":
+        cluster.held_after_execution("ft-7", runtime=cluster.runtime(), admission=1)
+    extras = {
+        "missing": airflow_lab.connection("writer"),
+        "forbidden": airflow_lab.connection("nobody"),
+        "unreachable": closed_port_extras,
+        "bad-kubeconfig": {"kube_config": "just: [a, list"},
+    }[case]
+    trigger = trigger_class(cluster.namespace, "ft-7", unreachable_timeout=0, connection_extras=extras)
+    payload = await asyncio.wait_for(first_event(trigger), 30)
+    assert (payload["status"], payload["error_class"], payload["retryable"]) == ("error", error_class, retryable)
+    assert payload["ref"] == f"{cluster.namespace}/ft-7"
+    if case in ("missing", "forbidden"):
+        assert f"{cluster.namespace}/ft-7" in payload["message"]
+    mapped = exception_for_event(payload)
+    assert type(mapped) is airflow_error
+    assert str(mapped) == payload["message"]
+
+
+async def test_an_unreachable_api_is_retried_with_backoff_before_it_is_an_error(
+    airflow_lab: AirflowLab, cluster: Cluster
+) -> None:
+    """Two 500s on the TrainJob read, then answers: within unreachable_timeout the trigger keeps going."""
+    node, (pod,) = held_with_terminating_pods(cluster)
+    airflow_lab.hooks.faults(FaultRule("500", verbs=frozenset({"get"}), resources=frozenset({"trainjobs"}), count=2))
+    mark = airflow_lab.probe.mark()
+    trigger = PodsDrainedTrigger(cluster.namespace, "ft-7", recheck_interval=HOUR, **connection(airflow_lab))
+    running = asyncio.create_task(first_event(trigger))
+    await wait_for(airflow_lab, lambda seen: trigger_gets(seen, f"/nodes/{node}") >= 1, mark)
+    await asyncio.to_thread(kubelet_confirms, cluster, pod)
+    payload = await asyncio.wait_for(running, 30)
+    assert payload["status"] == "drained"
+    statuses = [s.status for s in airflow_lab.probe.since(mark) if s.by_trigger and s.path.endswith("/trainjobs/ft-7")]
+    assert statuses[:3] == [500, 500, 200]
+
+
+# --- the watch: relist, resume, backoff -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "fault",
+    [
+        FaultRule("410", verbs=frozenset({"watch"}), resources=frozenset({"pods"}), count=1),
+        FaultRule("end-watch", verbs=frozenset({"watch"}), resources=frozenset({"pods"}), count=2),
+        FaultRule("500", verbs=frozenset({"watch"}), resources=frozenset({"pods"}), count=2),
+        FaultRule("drop", verbs=frozenset({"watch"}), resources=frozenset({"pods"}), count=1),
+    ],
+    ids=["410-relist", "stream-ends", "500-backoff", "dropped"],
+)
+async def test_the_watch_survives_its_faults(airflow_lab: AirflowLab, cluster: Cluster, fault: FaultRule) -> None:
+    node, (pod,) = held_with_terminating_pods(cluster)
+    airflow_lab.hooks.faults(fault, when=lambda request: request.query.get("watch") == "true")
+    mark = airflow_lab.probe.mark()
+    trigger = PodsDrainedTrigger(cluster.namespace, "ft-7", recheck_interval=HOUR, **connection(airflow_lab))
+    running = asyncio.create_task(first_event(trigger))
+    fired = fault.count or 0
+
+    def watch_recovered(seen: list[Seen]) -> bool:
+        opened = [s for s in seen if s.is_watch_of("pods", cluster.namespace)]
+        return len(opened) > fired and checks_answered("ft-7", 1, (node,))(seen)
+
+    await wait_for(airflow_lab, watch_recovered, mark)
+    assert fault.fired == fired
+    await asyncio.to_thread(kubelet_confirms, cluster, pod)
+    payload = await asyncio.wait_for(running, 60)
+    assert payload["status"] == "drained"
+    if fault.kind == "410":  # the watch listed again, and its subscribers were told to re-check
+        lists = [s for s in airflow_lab.probe.since(mark) if s.by_trigger and s.query.get("limit") == "1"]
+        assert len([s for s in lists if s.path.endswith("/pods")]) >= 2
+
+
+# --- a triggerer restart, two copies at once --------------------------------------------------------------
+
+
+async def test_a_triggerer_restart_starts_over_from_the_kwargs(airflow_lab: AirflowLab, cluster: Cluster) -> None:
+    node, (pod,) = held_with_terminating_pods(cluster)
+    mark = airflow_lab.probe.mark()
+    first = PodsDrainedTrigger(cluster.namespace, "ft-7", recheck_interval=HOUR, **connection(airflow_lab))
+    classpath, kwargs = first.serialize()
+    stored = serialize(kwargs)  # what the worker sent and the DB kept
+    running = asyncio.create_task(first_event(first))
+    await wait_for(airflow_lab, checks_answered("ft-7", 1, (node,)), mark)
+    assert current_hub().stats()["connections"] == 1
+
+    running.cancel()  # the triggerer shuts down: it cancels run(), then calls cleanup()
+    with pytest.raises(asyncio.CancelledError):
+        await running
+    await first.cleanup()
+    assert current_hub().stats() == {"connections": 0, "users": 0, "watches": {}}
+    pods_path = f"/namespaces/{cluster.namespace}/pods"
+    closed = lambda seen: any(s.watch and s.phase == "done" and s.path.endswith(pods_path) for s in seen)  # noqa: E731
+    await wait_for(airflow_lab, closed, mark)  # its pod watch ended on the server too
+
+    restarted = import_string(classpath)(**deserialize(stored))
+    mark = airflow_lab.probe.mark()
+    running = asyncio.create_task(first_event(restarted))
+    await wait_for(airflow_lab, checks_answered("ft-7", 1, (node,)), mark)
+    await asyncio.to_thread(kubelet_confirms, cluster, pod)
+    payload = await asyncio.wait_for(running, 30)
+    assert payload["status"] == "drained"
+
+
+async def test_two_copies_at_once_agree_share_one_watch_and_write_nothing(
+    airflow_lab: AirflowLab, cluster: Cluster
+) -> None:
+    node, (pod,) = held_with_terminating_pods(cluster)
+    before = cluster.resource_version("ft-7")
+    mark = airflow_lab.probe.mark()
+    kwargs = PodsDrainedTrigger(cluster.namespace, "ft-7", recheck_interval=HOUR, **connection(airflow_lab)).serialize()
+    copies = [PodsDrainedTrigger(**deserialize(serialize(kwargs[1]))) for _ in range(2)]
+    running = [asyncio.create_task(first_event(copy)) for copy in copies]
+    await wait_for(airflow_lab, lambda seen: trigger_gets(seen, f"/nodes/{node}") >= 2, mark)
+    stats = current_hub().stats()
+    assert (stats["connections"], stats["users"]) == (1, 2)
+    assert stats["watches"] == {f"watch of pods in namespace {cluster.namespace}": 2, "watch of nodes cluster-wide": 2}
+    await asyncio.to_thread(kubelet_confirms, cluster, pod)
+    first, second = await asyncio.wait_for(asyncio.gather(*running), 30)
+    assert (first["status"], second["status"]) == ("drained", "drained")
+    assert first["report"]["remaining"] == second["report"]["remaining"] == []
+    seen = airflow_lab.probe.since(mark)
+    assert [s for s in seen if s.writes] == []
+    assert len([s for s in seen if s.is_watch_of("pods", cluster.namespace)]) == 1
+    assert cluster.resource_version("ft-7") == before
+
+
+# --- the outcome trigger ----------------------------------------------------------------------------------
+
+
+async def test_the_outcome_trigger_waits_for_the_awaited_execution(airflow_lab: AirflowLab, cluster: Cluster) -> None:
+    """Execution 1 failed; the trigger waits for execution 2, which the cluster then admits and completes."""
+    runtime = cluster.runtime()
+    cluster.held_after_execution("ft-7", runtime=runtime, admission=1, terminating=False)
+    cluster.trainer_finishes("ft-7", "Failed")
+    mark = airflow_lab.probe.mark()
+    trigger = TrainJobOutcomeTrigger(
+        cluster.namespace, "ft-7", admission=2, recheck_interval=HOUR, **connection(airflow_lab)
+    )
+    running = asyncio.create_task(first_event(trigger))
+    await wait_for(airflow_lab, lambda seen: trigger_gets(seen, "/trainjobs/ft-7") >= 1, mark)
+    assert not running.done()  # execution 1's Failed is not execution 2's outcome
+
+    def admit_and_complete() -> None:
+        """The conditions go first, then A: no state in between shows execution 2 with an outcome."""
+        cluster.set_trainjob_status("ft-7", {"conditions": []})
+        live = cluster.trainjob_object("ft-7")
+        live["metadata"]["annotations"][v.ANNOTATION_ADMISSION] = "2"
+        cluster.custom.replace_namespaced_custom_object(
+            "trainer.kubeflow.org", "v1alpha1", cluster.namespace, "trainjobs", "ft-7", live
+        )
+        cluster.trainer_finishes("ft-7", "Complete")
+
+    await asyncio.to_thread(admit_and_complete)
+    payload = await asyncio.wait_for(running, 30)
+    assert (payload["status"], payload["outcome"], payload["admission"], payload["reason"]) == (
+        "finished",
+        "Complete",
+        2,
+        "AllJobsCompleted",
+    )
+
+
+async def test_the_outcome_trigger_refuses_a_superseded_execution(airflow_lab: AirflowLab, cluster: Cluster) -> None:
+    cluster.held_after_execution("ft-7", runtime=cluster.runtime(), admission=3)
+    trigger = TrainJobOutcomeTrigger(cluster.namespace, "ft-7", admission=2, **connection(airflow_lab))
+    payload = await asyncio.wait_for(first_event(trigger), 30)
+    assert (payload["status"], payload["error_class"], payload["retryable"]) == ("error", "RefusedError", False)
+    assert "runs execution 3 now" in payload["message"]
+
+
+async def test_the_trigger_times_out_at_its_deadline_with_its_last_check(
+    airflow_lab: AirflowLab, cluster: Cluster
+) -> None:
+    import time
+
+    held_with_terminating_pods(cluster)
+    trigger = PodsDrainedTrigger(
+        cluster.namespace, "ft-7", deadline=time.time() + 0.5, recheck_interval=HOUR, **connection(airflow_lab)
+    )
+    payload = await asyncio.wait_for(first_event(trigger), 30)
+    assert payload["status"] == "timeout"
+    assert len(payload["report"]["remaining"]) == 1
+
+
+@pytest.mark.parametrize(("namespace", "name"), [("a/../b", "ft-7"), ("ns", "ft-7,x"), ("NS", "ft-7")])
+async def test_an_invalid_name_is_refused_before_anything_is_sent(
+    airflow_lab: AirflowLab, namespace: str, name: str
+) -> None:
+    mark = airflow_lab.probe.mark()
+    payload = await first_event(PodsDrainedTrigger(namespace, name, **connection(airflow_lab)))
+    assert (payload["status"], payload["error_class"], payload["retryable"]) == ("error", "InvalidNameError", False)
+    assert airflow_lab.probe.since(mark) == []
+
+
+async def test_the_periodic_recheck_finds_the_drain_when_the_watch_never_works(
+    airflow_lab: AirflowLab, cluster: Cluster
+) -> None:
+    node, (pod,) = held_with_terminating_pods(cluster)
+    airflow_lab.hooks.faults(
+        FaultRule("500", resources=frozenset({"pods"}), verbs=frozenset({"watch", "list"})),
+        when=lambda request: request.query.get("limit") == "1" or request.query.get("watch") == "true",
+    )
+    mark = airflow_lab.probe.mark()
+    trigger = PodsDrainedTrigger(cluster.namespace, "ft-7", recheck_interval=0.5, **connection(airflow_lab))
+    running = asyncio.create_task(first_event(trigger))
+    await wait_for(airflow_lab, checks_answered("ft-7", 1, (node,)), mark)
+    await asyncio.to_thread(kubelet_confirms, cluster, pod)
+    payload = await asyncio.wait_for(running, 30)
+    assert payload["status"] == "drained"
+    pod_watches = [
+        s
+        for s in airflow_lab.probe.since(mark)
+        if s.by_trigger
+        and s.path.endswith(f"/namespaces/{cluster.namespace}/pods")
+        and s.phase == "done"
+        and (s.watch or s.query.get("limit") == "1")
+    ]
+    assert pod_watches
+    assert {s.status for s in pod_watches} == {500}  # the pod watch never got going: the safety net did it
