@@ -220,12 +220,30 @@ class Kubelet:
                 self._wake.set()
         await self._notify()
 
+    def _still_bound(self, run: PodRun) -> Obj | None:
+        """The API's current copy of the run's pod, if the API still binds that pod (same uid) to this node."""
+        current = self.pods.get(*run.key)
+        if current is None or str(meta(current).get("uid") or "") != run.uid:
+            return None
+        return current if spec(current).get("nodeName") == self.node_name else None
+
     def _reboot(self) -> None:
         self.heartbeat.forget()
         for run in list(self.runs.values()):
             process = run.process
             if run.outcome is not None or (process is not None and process.running):
                 continue
+            current = self._still_bound(run)
+            if current is None:
+                # A rebooted kubelet knows its pods only from its sources, the API server first
+                # (`pkg/kubelet/config`); one deleted meanwhile (PodGC, a force deletion) is not started again:
+                # its containers died with the machine and nothing asks for new ones.
+                run.removed = True
+                run.starting = False
+                self.runs.pop(run.uid, None)
+                continue
+            if newer(current, run.pod):
+                run.pod = current
             deleting = run.deleting or bool(meta(run.pod).get("deletionTimestamp"))
             if not run.ever_started:
                 if run.starting or run.config_error is None:
