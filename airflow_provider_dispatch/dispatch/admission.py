@@ -45,6 +45,7 @@ from airflow_provider_dispatch.dispatch.vocabulary import (
     LABEL_JOB_ID,
     LABEL_SUBMISSION,
     POD_LABEL_ADMISSION,
+    POD_LABELS,
     RUNTIME_KINDS,
     RUNTIME_PATCH_MANAGER,
     RUNTIME_REF_DEFAULT_API_GROUP,
@@ -130,6 +131,15 @@ def unsafe_settings(runtime: Mapping[str, Any], patches: Sequence[Mapping[str, A
                     f"{source} tolerates the taint {TAINT_OUT_OF_SERVICE} on replicatedJob {job}: pods would "
                     "keep running on a node declared shut down, so cessation could not be judged from them"
                 )
+            if source != f"runtime patch {RUNTIME_PATCH_MANAGER}":
+                claimed = sorted(set(string_map(template, "metadata", "labels")) & set(POD_LABELS))
+                if claimed:
+                    found.append(
+                        f"{source} sets the pod label{'s' if len(claimed) > 1 else ''} {', '.join(claimed)} on "
+                        f"replicatedJob {job}: those labels carry the execution identity and only dispatch's own "
+                        "runtime patch may set them (a patch applied after it would make pods claim another "
+                        "execution)"
+                    )
     return tuple(found)
 
 

@@ -158,7 +158,35 @@ def hold_not_observed(trainjob: Mapping[str, Any], jobset: Mapping[str, Any] | N
             f"JobSet {ref} does not have spec.suspend true yet: the hold has not reached it, so its Jobs may "
             "still create pods; retry shortly"
         )
+    if jobset is not None:
+        unsuspended = _jobs_not_yet_suspended(jobset)
+        if unsuspended:
+            return (
+                f"JobSet {ref} is suspended but its status does not show every Job suspended or finished yet "
+                f"({', '.join(unsuspended)}): a Job that has not seen the hold may still create a pod after "
+                "the pods are read; retry shortly"
+            )
     return None
+
+
+def _jobs_not_yet_suspended(jobset: Mapping[str, Any]) -> list[str]:
+    """Replicated jobs whose Jobs the JobSet's status does not yet count as suspended or finished.
+
+    Beyond the seed: `spec.suspend` on the JobSet is what Trainer wrote, not what the Jobs did. JobSet sets
+    `suspend` on each child Job and counts them in `status.replicatedJobsStatus[].suspended`; finished Jobs are
+    counted as `succeeded` or `failed` (k8s-apis §2.2, `calculateReplicatedJobStatuses`). Until every Job of
+    every replicated job is one of those, a Job may still create a pod after the drain check's read.
+    """
+    counts = {entry.get("name"): entry for entry in object_list(jobset, "status", "replicatedJobsStatus")}
+    lagging: list[str] = []
+    for replicated in object_list(jobset, "spec", "replicatedJobs"):
+        name = replicated.get("name")
+        replicas = replicated.get("replicas", 1)
+        entry = counts.get(name) or {}
+        settled = sum(int(entry.get(key) or 0) for key in ("suspended", "succeeded", "failed"))
+        if not isinstance(replicas, int) or settled < replicas:
+            lagging.append(f"{name}: {settled} of {replicas} Jobs")
+    return lagging
 
 
 def hold_observed(trainjob: Mapping[str, Any], jobset: Mapping[str, Any] | None) -> bool:

@@ -71,6 +71,7 @@ from airflow_provider_dispatch.dispatch.blocking import RemainingPod, nodes_to_r
 from airflow_provider_dispatch.dispatch.blocking import remaining_pods as _remaining_pods
 from airflow_provider_dispatch.dispatch.errors import (
     AlreadyExistsError,
+    ConflictError,
     DispatchError,
     FinishedError,
     InvalidNameError,
@@ -554,7 +555,17 @@ def release(
         return obj.execution
     runtime = yield from _check_before_admission(trainjob, obj, now=now, pod_read=pod_read, page_size=page_size)
     body, execution = admission_body(trainjob, runtime)
-    written = yield from _replace(v.TRAINJOB, body, str(obj.ref))
+    try:
+        written = yield from _replace(v.TRAINJOB, body, str(obj.ref))
+    except ConflictError:
+        # The object changed after the read that was checked. If it now runs, an admission happened: another
+        # caller's, or this very write re-sent after its answer was lost (a client retrying an idempotent PUT).
+        # Either way the object has one execution and releasing a running object returns it (DESIGN §3).
+        # Otherwise the conflict stays retryable and the check runs again on the new state.
+        current = yield from read_trainjob(target)
+        if not is_held(current):
+            return managed(current).execution
+        raise
     return _written_execution(written, execution)
 
 

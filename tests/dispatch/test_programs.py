@@ -157,12 +157,31 @@ def test_two_concurrent_releases_cannot_both_admit() -> None:
     with pytest.raises(StopIteration) as done:
         one.send(api.respond(request_one))
     assert done.value.value == Execution("job-1", "s1", 1)
-    with pytest.raises(ConflictError) as conflict:
-        two.send(api.respond(request_two))
-    assert conflict.value.retryable
+    # The loser's write gets 409; it reads the object again, finds it running, and returns that execution
+    # (the one the winner admitted): one admission, both callers told the same identity.
+    reread = two.send(api.respond(request_two))
+    assert isinstance(reread, GetObject)
+    with pytest.raises(StopIteration) as loser:
+        two.send(api.respond(reread))
+    assert loser.value.value == Execution("job-1", "s1", 1)
     assert live(api)["metadata"]["annotations"][v.ANNOTATION_ADMISSION] == "1"
-    # the retry of the loser sees a running object and returns the same execution
-    assert drive(programs.release(REF), api.respond) == Execution("job-1", "s1", 1)
+
+
+def test_a_conflict_on_a_still_held_object_stays_retryable() -> None:
+    """409 because someone else changed the held object (not an admission): the check must run again."""
+    api = standard_api()
+    program = programs.release(REF)
+    request = next(program)
+    while not isinstance(request, ReplaceObject):
+        request = program.send(api.respond(request))
+    live(api)["metadata"]["labels"]["example.com/touched"] = "yes"  # a concurrent write, still held
+    live(api)["metadata"]["resourceVersion"] = str(int(live(api)["metadata"]["resourceVersion"]) + 1)
+    reread = program.send(api.respond(request))
+    assert isinstance(reread, GetObject)
+    with pytest.raises(ConflictError) as conflict:
+        program.send(api.respond(reread))
+    assert conflict.value.retryable
+    assert v.ANNOTATION_ADMISSION not in (live(api)["metadata"].get("annotations") or {})
 
 
 @pytest.mark.parametrize(

@@ -545,6 +545,31 @@ class World:
             obj.forged = True
         return True
 
+    def _remove_identity_claims(self, obj: ObjectModel) -> bool:
+        """Drop every runtime patch but dispatch's that sets an identity label; True when one was dropped."""
+        try:
+            live = self.hostile.get_namespaced_custom_object(*TRAINER, NAMESPACE, "trainjobs", obj.name)
+        except ApiException:
+            return False
+        body = copy.deepcopy(live)
+        body.pop("status", None)
+        patches: list[Obj] = body["spec"].get("runtimePatches") or []
+        kept = [
+            patch
+            for patch in patches
+            if patch.get("manager") == v.RUNTIME_PATCH_MANAGER
+            or not any(set(labels) & set(v.POD_LABELS) for labels in _patch_labels(copy.deepcopy(patch)))
+        ]
+        if len(kept) == len(patches):
+            return False
+        body["spec"]["runtimePatches"] = kept
+        try:
+            self.hostile.replace_namespaced_custom_object(*TRAINER, NAMESPACE, "trainjobs", obj.name, body)
+        except ApiException:
+            return False
+        self.rlab.settle()
+        return True
+
     def rule_reopen(self, step: Step, outcomes: list[Outcome]) -> bool:
         """Delete the TrainJob (its pods may linger); the next open creates a namesake, a new submission."""
         obj = self._obj(step)
@@ -614,11 +639,20 @@ class World:
                 if obj.finished:
                     self.stats["converged (finished)"] += 1
                     return []
+                if IDENTITY_CLAIM in str(last.error) and self._remove_identity_claims(obj):
+                    # dispatch refuses a foreign patch that sets the identity labels (it would make pods claim
+                    # another execution); the documented remedy is to remove that patch, as the user does here
+                    self.stats["refused (foreign identity labels), patch removed"] += 1
+                    continue
                 return [f"{obj.ref}: the final release was refused: {last.describe()}"]
             self._advance(10)
         return [
             f"{obj.ref}: not admitted again after {attempts} attempts (nothing may be lost): {last and last.describe()}"
         ]
+
+
+IDENTITY_CLAIM = "only dispatch's own runtime patch may set them"
+"""The words of dispatch's refusal of a foreign runtime patch that sets the identity labels."""
 
 
 def _patch_labels(patch: Obj) -> Iterable[dict[str, str]]:
