@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import shutil
 import tempfile
 import threading
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
@@ -252,6 +253,7 @@ class Lab:
             self._loop.call_soon_threadsafe(self._loop.stop)
             self._thread.join(10)
         self._loop.close()
+        shutil.rmtree(self._workdir, ignore_errors=True)  # the kubeconfigs it wrote (they carry tokens)
 
     def __enter__(self) -> Lab:
         return self.start()
