@@ -53,6 +53,7 @@ class Outcome:
     target: str
     result: Any = None
     error: BaseException | None = None
+    #: journal serials: the operation's requests arrived at start..end-1 (Journal.between)
     start: int = 0
     end: int = 0
     calls: list[Call] = field(default_factory=list)
@@ -98,14 +99,14 @@ class Caller:
     def invoke(self, rlab: ReliabilityLab, operation: str, *args: Any, target: str = "", **kwargs: Any) -> Outcome:
         """Run one adapter operation in this thread; never raises (the outcome carries the error)."""
         outcome = Outcome(self.name, self.kind, operation, target or (str(args[0]) if args else ""))
-        outcome.start = rlab.journal.mark()
+        outcome.start = rlab.journal.serial()
         try:
             outcome.result = self._invoke(operation, args, kwargs)
         except DispatchError as error:
             outcome.error = error
         except Exception as error:  # anything else is a finding, kept for the report
             outcome.error = error
-        outcome.end = rlab.journal.mark()
+        outcome.end = rlab.journal.serial()
         return outcome
 
 

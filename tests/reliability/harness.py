@@ -207,6 +207,18 @@ class Journal:
     def since(self, mark: int, user: str | None = None) -> list[Call]:
         return [c for c in self.calls[mark:] if user is None or c.user == user]
 
+    def serial(self) -> int:
+        """The serial the next request will get: with `between`, what arrived in a span of time."""
+        return self._serial
+
+    def between(self, first: int, end: int, user: str) -> list[Call]:
+        """`user`'s requests that arrived at serials first..end-1, in arrival order.
+
+        By arrival, not by the order of their answers: a request a client gave up on (a hang past its read
+        timeout) is answered, and journaled, only later, in the middle of the next operation's requests; read by
+        position it would belong to that operation and split a dropped request from aiohttp's re-send."""
+        return sorted((c for c in self.calls if first <= c.serial < end and c.user == user), key=lambda c: c.serial)
+
 
 # --- the hooks: interference with callers' requests only ---------------------------------------------------
 

@@ -189,7 +189,7 @@ def _invoke(
 ) -> Outcome:
     who = next(c for c in callers.callers if c.name == caller)
     outcome = who.invoke(rlab, program.operation, *args, target=f"{cluster.namespace}/ft-7")
-    outcome.calls = [c for c in rlab.journal.calls[outcome.start : outcome.end] if c.user == caller]
+    outcome.calls = rlab.journal.between(outcome.start, outcome.end, caller)
     return outcome
 
 

@@ -210,9 +210,7 @@ class World:
         book = self.rlab.book
         found: list[str] = []
         for outcome in outcomes:
-            outcome.calls = [
-                c for c in self.rlab.journal.calls[outcome.start : outcome.end] if c.user == outcome.caller
-            ]
+            outcome.calls = self.rlab.journal.between(outcome.start, outcome.end, outcome.caller)
             found += invariants.outcome_violations(outcome, book.writes)
             self._count(outcome)
         found += invariants.unchecked_admissions(outcomes, book.writes)
@@ -299,12 +297,12 @@ class World:
             first = caller.invoke(self.rlab, "release", obj.ref)
         outcomes.append(first)
         self.rlab.settle()
-        first.calls = [c for c in self.rlab.journal.calls[first.start : first.end] if c.user == caller.name]
+        first.calls = self.rlab.journal.between(first.start, first.end, caller.name)
         retry = caller.invoke(self.rlab, "release", obj.ref)
         outcomes.append(retry)
         if invariants.applied_by(first, self.rlab.book.writes):
             self.stats["retries after a lost answer"] += 1
-            retry.calls = [c for c in self.rlab.journal.calls[retry.start : retry.end] if c.user == caller.name]
+            retry.calls = self.rlab.journal.between(retry.start, retry.end, caller.name)
             applied = invariants.applied_by(first, self.rlab.book.writes)[0]
             if retry.execution is None or str(retry.execution.admission) != applied.new_admission:
                 self.violations.append(f"after {step}: the retry after a lost answer got {retry.describe()}")
@@ -346,7 +344,7 @@ class World:
         obj = self._obj(step)
         operation = str(step.get("operation"))
         outcome = self._invoke(READER, operation, obj, outcomes)
-        outcome.calls = [c for c in self.rlab.journal.calls[outcome.start : outcome.end] if c.user == outcome.caller]
+        outcome.calls = self.rlab.journal.between(outcome.start, outcome.end, outcome.caller)
         if operation in ("release", "hold") and (not isinstance(outcome.error, ForbiddenError) or outcome.calls):
             self.violations.append(f"after {step}: the read-only adapter did not refuse first: {outcome.describe()}")
         return True
