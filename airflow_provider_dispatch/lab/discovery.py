@@ -19,6 +19,11 @@ KUBERNETES_VERSION = {"major": "1", "minor": "34"}
 """The Kubernetes minor whose behaviour the lab reproduces (research k8s-apis.md: podReplacementPolicy GA in 1.34,
 node-monitor-grace-period 50 s since 1.32)."""
 
+LAB_GIT_COMMIT = hashlib.sha1(b"lab.dispatch.phpboyscout.uk", usedforsecurity=False).hexdigest()
+"""The `gitCommit` the lab's /version reports: the lab's marker. A real apiserver reports the git commit it was
+built from, never this digest of the lab's domain, so a drill's chaos steps can refuse any API server that does
+not report it (`lab.drill.require_lab`)."""
+
 _SUBRESOURCE_VERBS = {"status": ["get", "patch", "update"], "binding": ["create"], "eviction": ["create"]}
 _SUBRESOURCE_KIND = {"binding": ("Binding", "", "v1"), "eviction": ("Eviction", "policy", "v1")}
 
@@ -27,7 +32,7 @@ def version() -> dict[str, str]:
     return {
         **KUBERNETES_VERSION,
         "gitVersion": f"v{KUBERNETES_VERSION['major']}.{KUBERNETES_VERSION['minor']}.0",
-        "gitCommit": "0000000000000000000000000000000000000000",
+        "gitCommit": LAB_GIT_COMMIT,
         "gitTreeState": "clean",
         "buildDate": "2026-08-26T00:00:00Z",
         "goVersion": "go1.24.6",

@@ -3,24 +3,40 @@
 What `dispatch lab serve`, the demo drill and the Airflow tests start from: the same shape a small training
 cluster with Trainer v2 (and optionally Kueue) installed would have. Each piece is made through the lab's own API
 (nodes register as kubelets do, the runtime is created as an administrator would apply it).
+
+Besides the Kubernetes controllers, the cluster runs what a platform team would have deployed around them:
+
+- a remediation agent (`controllers/fencing.py`) that fences a node left not Ready for the seconds its Node
+  annotation `lab.dispatch.phpboyscout.uk/fence-after-seconds` says, and then taints it out-of-service; nodes
+  without the annotation are never fenced;
+- with Kueue, dispatch's own admission check controller (`kueue/lab.py`), for every AdmissionCheck whose
+  `controllerName` is `dispatch.phpboyscout.uk/drained` (none exist until someone creates one).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from airflow_provider_dispatch.kueue.lab import lab_admission_controller
 from airflow_provider_dispatch.lab import manifests
 from airflow_provider_dispatch.lab.cluster import ControllerFactory
 from airflow_provider_dispatch.lab.controllers import NODE_CONTROLLERS, WORKLOAD_CONTROLLERS
+from airflow_provider_dispatch.lab.controllers.fencing import FencingAgent
 from airflow_provider_dispatch.lab.controllers.kueue import KUEUE_CONTROLLERS
 from airflow_provider_dispatch.lab.kinds import CLUSTER_TRAINING_RUNTIME
 from airflow_provider_dispatch.lab.runtime import AsyncLab
 from airflow_provider_dispatch.lab.scenario import AsyncScenario
 
 
-def cluster_controllers(*, kueue: bool = True) -> list[ControllerFactory]:
-    """Trainer, JobSet, Job, the garbage collector, the node side and, unless told not to, Kueue."""
-    return [*WORKLOAD_CONTROLLERS, *NODE_CONTROLLERS, *(KUEUE_CONTROLLERS if kueue else ())]
+def cluster_controllers(*, kueue: bool = True, admission_check: bool = True) -> list[ControllerFactory]:
+    """Trainer, JobSet, Job, the garbage collector, the node side, the fencing agent and, unless told not to,
+    Kueue with (unless told not to) dispatch's admission check controller."""
+    extras: list[ControllerFactory] = [FencingAgent]
+    if kueue:
+        extras.extend(KUEUE_CONTROLLERS)
+        if admission_check:
+            extras.append(lab_admission_controller())
+    return [*WORKLOAD_CONTROLLERS, *NODE_CONTROLLERS, *extras]
 
 
 @dataclass(frozen=True)
