@@ -1,0 +1,455 @@
+"""The example DAGs (`example_dags/`) through `dag.test()` against the lab with its whole simulated cluster.
+
+Unlike the other Airflow tests, nothing here builds cluster state by hand: the lab runs Trainer, JobSet, the Job
+controller, kubelets, node lifecycle, PodGC, the fencing agent, Kueue and dispatch's admission check controller
+(`lab.presets.cluster_controllers`), and the test only sets up what an administrator would (a runtime, queues)
+before it runs the DAG. What a test checks comes from three places: the DAG run (task states, XComs), the
+task logs (`capfd`: `dag.test()` writes them to stdout), and the lab's own truth, which no task can influence
+(the overlap recorder: no two executions ran at once; the admission ledger: which admissions happened).
+
+`kubernetes_default` points at this module's lab as its `writer` identity for the length of each test, and
+`lab_admin` at its admin (the drill's chaos steps patch Nodes). Each test works in a namespace of its own with a
+runtime of its own (its workload annotations say how its pods behave: `lab/controllers/workload.py`).
+
+The drill pauses lab time once: the sensor's `ceased` lasts from the out-of-service taint until PodGC's next
+pass, up to 20 s in a cluster but only 20/speed wall seconds in the lab, so the test stops lab time just before
+the fencing agent acts and gives it back once the sensor has decided (`advance`, as the lab's tests do).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import json
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import kubernetes
+import pytest
+from aiohttp import web
+from airflow_lab import WAIT_BOUND, Actor, DagRunResult, Probe, find_wait_reasons
+
+from airflow_provider_dispatch.dispatch.errors import ConflictError, SuspensionNotObservedError
+from airflow_provider_dispatch.dispatch.sync_adapter import DispatchAdapter
+from airflow_provider_dispatch.dispatch.vocabulary import CLUSTER_TRAINING_RUNTIME, LABEL_JOBSET_NAME, TRAINJOB
+from airflow_provider_dispatch.lab import manifests
+from airflow_provider_dispatch.lab.clock import parse_timestamp
+from airflow_provider_dispatch.lab.controllers.fencing import FENCE_AFTER_SECONDS, FencingAgent
+from airflow_provider_dispatch.lab.controllers.kubelet_runs import STATE_ANNOTATION
+from airflow_provider_dispatch.lab.controllers.kueue.scenario import SyncKueueScenario
+from airflow_provider_dispatch.lab.controllers.workload import (
+    EXIT_CODE_BY_SUBMISSION,
+    RUN_SECONDS,
+    TERMINATION_SECONDS,
+)
+from airflow_provider_dispatch.lab.presets import ClusterShape, cluster_controllers, provision
+from airflow_provider_dispatch.lab.runtime import Lab
+from airflow_provider_dispatch.lab.scenario import Scenario
+
+pytestmark = pytest.mark.airflow
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLE_DAGS = ROOT / "example_dags"
+LAB_SPEED = 10.0
+NOT_THE_LAB_COMMIT = "7d5b2e63a1f2c5c5dbf5b9d2a4bb0b0fd1a0e6c7"
+Obj = dict[str, Any]
+
+
+class VersionMask:
+    """A middleware that, when on, answers /version as a real cluster would (another gitCommit)."""
+
+    def __init__(self) -> None:
+        self.on = False
+
+    @web.middleware
+    async def middleware(self, request: web.Request, handler: Any) -> web.StreamResponse:
+        response: web.StreamResponse = await handler(request)
+        if self.on and request.path.rstrip("/") == "/version" and isinstance(response, web.Response) and response.text:
+            body = json.loads(response.text)
+            return web.json_response({**body, "gitCommit": NOT_THE_LAB_COMMIT})
+        return response
+
+
+@dataclass
+class ClusterLab:
+    lab: Lab
+    scenario: Scenario
+    kueue: SyncKueueScenario
+    probe: Probe
+    mask: VersionMask
+    kubeconfigs: dict[str, Path]
+    api: kubernetes.client.ApiClient
+
+    def fencing_agent(self) -> FencingAgent:
+        return next(c for c in self.lab.inner.controllers if isinstance(c, FencingAgent))
+
+    def admissions(self, namespace: str, name: str) -> list[str | None]:
+        history = self.lab.call(lambda: self.lab.inner.ledger.history(namespace, name))
+        return [entry.admission_annotation for entry in history]
+
+
+@pytest.fixture(scope="module")
+def cluster_lab() -> Iterator[ClusterLab]:
+    probe, mask = Probe(), VersionMask()
+    with Lab(
+        speed=LAB_SPEED, rbac=True, controllers=cluster_controllers(), middlewares=(probe.middleware, mask.middleware)
+    ) as lab:
+        provisioned = lab.run(lambda: provision(lab.inner, ClusterShape(nodes=3)))
+        lab.run(provisioned.close)
+        kubeconfigs = {"admin": lab.kubeconfig(), "writer": lab.kubeconfig_for("writer")}
+        api = kubernetes.config.new_client_from_config(config_file=str(kubeconfigs["admin"]))
+        kueue = SyncKueueScenario(lab)
+        with Scenario(lab) as scenario:
+            yield ClusterLab(lab, scenario, kueue, probe, mask, kubeconfigs, api)
+        kueue.close()
+        api.close()
+        assert not lab.inner.crashes, f"lab tasks crashed: {lab.inner.crashes}"
+
+
+@pytest.fixture(scope="module")
+def example_dags(airflow_env: Any) -> dict[str, Any]:
+    """The DAG objects of example_dags/, each module imported once (dag.test runs these objects)."""
+    from airflow.sdk import DAG
+
+    found: dict[str, Any] = {}
+    for path in sorted(EXAMPLE_DAGS.glob("*.py")):
+        spec = importlib.util.spec_from_file_location(f"dispatch_example_{path.stem}", path)
+        assert spec is not None
+        assert spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        found.update({dag.dag_id: dag for dag in vars(module).values() if isinstance(dag, DAG)})
+    return found
+
+
+@pytest.fixture
+def connections(cluster_lab: ClusterLab, monkeypatch: pytest.MonkeyPatch) -> None:
+    for conn_id, identity in (("KUBERNETES_DEFAULT", "writer"), ("LAB_ADMIN", "admin")):
+        extra = {"kube_config_path": str(cluster_lab.kubeconfigs[identity])}
+        monkeypatch.setenv(f"AIRFLOW_CONN_{conn_id}", json.dumps({"conn_type": "kubernetes", "extra": extra}))
+
+
+@pytest.fixture
+def namespace(cluster_lab: ClusterLab, connections: None) -> str:
+    name = f"ex-{uuid.uuid4().hex[:10]}"
+    kubernetes.client.CoreV1Api(cluster_lab.api).create_namespace({"metadata": {"name": name}})
+    return name
+
+
+def run(example_dags: dict[str, Any], dag_id: str, **conf: Any) -> DagRunResult:
+    dag_run = example_dags[dag_id].test(run_conf=conf)
+    return DagRunResult(dag_id, dag_run.run_id, str(dag_run.state))
+
+
+def make_runtime(
+    cluster_lab: ClusterLab, *, grace: int = 30, annotations: dict[str, str] | None = None, finite: bool = False
+) -> str:
+    """A ClusterTrainingRuntime of the test's own; `finite`: its pods are not restarted and one failure fails
+    the Job (restartPolicy Never, backoffLimit 0), so a failing run fails the TrainJob at once."""
+    name = f"rt-{uuid.uuid4().hex[:8]}"
+    body = manifests.cluster_training_runtime(name, grace_seconds=grace)
+    job_spec = body["spec"]["template"]["spec"]["replicatedJobs"][0]["template"]["spec"]
+    if annotations:
+        job_spec["template"]["metadata"] = {"annotations": dict(annotations)}
+    if finite:
+        job_spec["backoffLimit"] = 0
+        job_spec["template"]["spec"]["restartPolicy"] = "Never"
+    custom = kubernetes.client.CustomObjectsApi(cluster_lab.api)
+    coords = CLUSTER_TRAINING_RUNTIME
+    custom.create_cluster_custom_object(coords.group, coords.version, coords.plural, body)
+    return name
+
+
+def node_of(cluster_lab: ClusterLab, node: str) -> Obj:
+    found: Obj = cluster_lab.api.sanitize_for_serialization(
+        kubernetes.client.CoreV1Api(cluster_lab.api).read_node(node)
+    )
+    return found
+
+
+def ready_since(node: Obj) -> float | None:
+    """When the node's Ready condition last changed to something other than True, if it is not True."""
+    ready = next((c for c in node.get("status", {}).get("conditions") or () if c.get("type") == "Ready"), None)
+    if ready is None or ready.get("status") == "True":
+        return None
+    return parse_timestamp(str(ready["lastTransitionTime"]))
+
+
+@contextlib.contextmanager
+def lab_time_stopped(cluster_lab: ClusterLab) -> Iterator[None]:
+    clock = cluster_lab.lab.clock
+    cluster_lab.lab.call(lambda: clock.set_speed(0.0))
+    try:
+        yield
+    finally:
+        cluster_lab.lab.call(lambda: clock.set_speed(LAB_SPEED))
+
+
+def released_checked(seen: list[Any], namespace: str, name: str) -> bool:
+    """The release task (the worker) has read the TrainJob: the sensor before it has decided."""
+    path = TRAINJOB.path(namespace, name)
+    return any(s.by_worker and s.method == "GET" and s.path == path and s.phase == "done" for s in seen)
+
+
+# --- the lost-node drill --------------------------------------------------------------------------------------
+
+
+def frozen_node(cluster_lab: ClusterLab) -> str:
+    nodes = kubernetes.client.CoreV1Api(cluster_lab.api).list_node().items
+    [node] = [n.metadata.name for n in nodes if (n.metadata.annotations or {}).get(STATE_ANNOTATION) == "frozen"]
+    return str(node)
+
+
+def held_after_admission(admission: int) -> Any:
+    """A predicate: the TrainJob is held (again) after admission `admission` (the drill's hold step)."""
+
+    def held(trainjob: Obj | None) -> bool:
+        annotations = ((trainjob or {}).get("metadata") or {}).get("annotations") or {}
+        suspended = ((trainjob or {}).get("spec") or {}).get("suspend") is True
+        return suspended and annotations.get("dispatch.phpboyscout.uk/admission") == str(admission)
+
+    return held
+
+
+def has_out_of_service(node: Obj | None) -> bool:
+    return any(
+        t.get("key") == "node.kubernetes.io/out-of-service" for t in (node or {}).get("spec", {}).get("taints") or ()
+    )
+
+
+def test_the_lost_node_drill_waits_for_cessation_and_admits_once(
+    cluster_lab: ClusterLab, example_dags: dict[str, Any], namespace: str, capfd: pytest.CaptureFixture[str]
+) -> None:
+    fence_after, name = 120.0, "drill"  # lab seconds, but the test jumps over them once the sensor has shown
+    scenario, probe = cluster_lab.scenario, cluster_lab.probe
+    frozen: list[str] = []
+
+    def shown_unknown(seen: list[Any]) -> bool:
+        """The sensor's wait reason (its XCom, pushed before it defers again) names the node Ready=Unknown."""
+        reason = find_wait_reasons("lost_node_drill", "wait_ceased", f"{namespace}/{name}").get("xcom", "")
+        return f"on {frozen[0]} (Ready=Unknown)" in reason
+
+    def fence_with_the_sensor_watching() -> None:
+        """After the hold, once the sensor has shown the frozen node Ready=Unknown: stop lab time, move it to the
+        fencing agent's moment, and let it run on only once the release (the task after the sensor) started."""
+        scenario.wait_for(TRAINJOB, namespace, name, held_after_admission(1), timeout=WAIT_BOUND)
+        frozen.append(frozen_node(cluster_lab))
+        unknown = scenario.wait_for_node(frozen[0], lambda n: ready_since(n or {}) is not None, timeout=WAIT_BOUND)
+        probe.wait_for(shown_unknown)
+        with lab_time_stopped(cluster_lab):
+            since = ready_since(unknown or {})
+            assert since is not None
+            mark = probe.mark()
+            scenario.advance(max(0.0, since + fence_after - scenario.now()) + 0.01)
+            scenario.wait_for_node(frozen[0], has_out_of_service, timeout=WAIT_BOUND)
+            probe.wait_for(lambda seen: released_checked(seen, namespace, name), mark)
+
+    actor = Actor(fence_with_the_sensor_watching).start()
+    result = run(
+        example_dags,
+        "lost_node_drill",
+        namespace=namespace,
+        name=name,
+        chaos_conn_id="lab_admin",
+        fence_after_seconds=fence_after,
+    )
+    actor.join()
+    out = capfd.readouterr().out
+    [node] = frozen
+    assert result.state == "success", out[-4000:]
+
+    first, released = result.xcom("open"), result.xcom("release")
+    assert (first["admission"], released["admission"]) == (1, 2)
+    assert released == {"job_id": name, "submission": "1", "admission": 2}
+    froze = result.xcom("freeze_node")
+    assert (froze["node"], froze["fence_after_seconds"]) == (node, fence_after)
+    waited = result.xcom("wait_ceased")
+    assert waited["outcome"] == "ceased"
+    assert waited["remaining"] == [{"pod": froze["pod"], "node": node, "node_state": "Ready=Unknown, out-of-service"}]
+    # the wait reason while the node was frozen, as the sensor logged it (the UI's task log)
+    assert f"remaining pods: {froze['pod']} on {node} (Ready=Unknown)\n" in out
+    assert f"kubectl taint node {node} node.kubernetes.io/out-of-service=nodeshutdown:NoExecute" in out
+    running = result.xcom("wait_running_again")
+    assert {place["admission"] for place in running} == {"2"}
+    assert node not in {place["node"] for place in running}
+    assert result.xcom("report")["wait"] == waited
+
+    # the lab's truth: the agent fenced that node; one execution at a time; admissions 1 and 2, nothing else
+    assert node in cluster_lab.lab.call(lambda: list(cluster_lab.fencing_agent().fenced))
+    assert (node_of(cluster_lab, node)["metadata"]["annotations"][STATE_ANNOTATION]) == "powered-off"
+    assert cluster_lab.scenario.overlaps(namespace, name) == []
+    assert cluster_lab.admissions(namespace, name) == ["1", "2"]
+    executions = {record.admission for record in cluster_lab.scenario.processes(namespace, name)}
+    assert executions == {1, 2}
+
+    # the machine back on: the fencing agent removes its taint once the node is Ready again
+    scenario.recover(node)
+    scenario.wait_for_node(node, lambda n: not has_out_of_service(n), timeout=WAIT_BOUND)
+    patch = {"metadata": {"annotations": {FENCE_AFTER_SECONDS: None}}}
+    kubernetes.client.CoreV1Api(cluster_lab.api).patch_node(node, patch)
+
+
+def test_the_drill_refuses_a_cluster_that_is_not_the_lab(
+    cluster_lab: ClusterLab, example_dags: dict[str, Any], namespace: str, capfd: pytest.CaptureFixture[str]
+) -> None:
+    nodes_before = {
+        n.metadata.name: n.metadata.annotations for n in kubernetes.client.CoreV1Api(cluster_lab.api).list_node().items
+    }
+    cluster_lab.mask.on = True
+    try:
+        result = run(example_dags, "lost_node_drill", namespace=namespace, name="drill", chaos_conn_id="lab_admin")
+    finally:
+        cluster_lab.mask.on = False
+    out = capfd.readouterr().out
+    assert result.state == "failed"
+    assert (result.task_state("check_lab"), result.try_number("check_lab")) == ("failed", 1)
+    assert "is not the dispatch lab (its /version gitCommit is" in out
+    assert NOT_THE_LAB_COMMIT in out
+    assert result.task_state("open") == "upstream_failed"
+    # nothing was written: no TrainJob, no node touched
+    custom = kubernetes.client.CustomObjectsApi(cluster_lab.api)
+    listed = custom.list_namespaced_custom_object(TRAINJOB.group, TRAINJOB.version, namespace, TRAINJOB.plural)
+    assert listed["items"] == []
+    nodes_after = {
+        n.metadata.name: n.metadata.annotations for n in kubernetes.client.CoreV1Api(cluster_lab.api).list_node().items
+    }
+    assert nodes_after == nodes_before
+
+
+# --- chained restarts -----------------------------------------------------------------------------------------
+
+
+def test_chained_restarts_open_the_next_submission_after_a_failure(
+    cluster_lab: ClusterLab, example_dags: dict[str, Any], namespace: str
+) -> None:
+    runtime = make_runtime(cluster_lab, annotations={RUN_SECONDS: "20", EXIT_CODE_BY_SUBMISSION: "1=3"}, finite=True)
+    result = run(example_dags, "chained_restarts", namespace=namespace, name="chain", runtime=runtime, attempts=3)
+    assert result.state == "success"
+    first, second = result.xcom("attempt_1.outcome"), result.xcom("attempt_2.outcome")
+    assert (first["outcome"], first["ref"], first["admission"]) == ("Failed", f"{namespace}/chain-1", 1)
+    assert (second["outcome"], second["ref"]) == ("Complete", f"{namespace}/chain-2")
+    assert result.xcom("attempt_2.open") == {"job_id": "chain", "submission": "2", "admission": 1}
+    assert result.xcom("attempt_2.succeeded") == {
+        "attempt": 2,
+        "trainjob": f"{namespace}/chain-2",
+        "execution": {"job_id": "chain", "submission": "2", "admission": 1},
+    }
+    assert result.xcom("attempt_2.previous_drained")["outcome"] == "drained"
+    states = {
+        task: result.task_state(task) for task in ("attempt_1.succeeded", "attempt_1.gave_up", "attempt_2.gave_up")
+    }
+    assert set(states.values()) == {"skipped"}
+    assert {result.task_state(t) for t in ("attempt_3.hold_previous", "attempt_3.open")} == {"skipped"}
+    assert result.task_state("done") == "success"
+
+    # the lab's truth: the second submission started after every process of the first had stopped
+    runs = {name: cluster_lab.scenario.processes(namespace, name) for name in ("chain-1", "chain-2")}
+    assert runs["chain-1"]
+    assert runs["chain-2"]
+    assert max(r.stop or float("inf") for r in runs["chain-1"]) <= min(r.start for r in runs["chain-2"])
+    assert {r.labels.get("dispatch.phpboyscout.uk/submission") for r in runs["chain-2"]} == {"2"}
+    assert [cluster_lab.admissions(namespace, n) for n in ("chain-1", "chain-2")] == [["1"], ["1"]]
+
+
+def test_chained_restarts_give_up_after_the_last_attempt_allowed(
+    cluster_lab: ClusterLab, example_dags: dict[str, Any], namespace: str
+) -> None:
+    runtime = make_runtime(cluster_lab, annotations={RUN_SECONDS: "10", EXIT_CODE_BY_SUBMISSION: "1=3"}, finite=True)
+    result = run(example_dags, "chained_restarts", namespace=namespace, name="chain", runtime=runtime, attempts=1)
+    assert result.state == "failed"
+    assert (result.task_state("attempt_1.gave_up"), result.task_state("attempt_1.succeeded")) == ("failed", "skipped")
+    assert result.task_state("attempt_2.hold_previous") == "skipped"
+    assert result.task_state("done") == "skipped"
+
+
+# --- scheduled retries ----------------------------------------------------------------------------------------
+
+
+def open_running(cluster_lab: ClusterLab, namespace: str, name: str, runtime: str) -> None:
+    """Open a TrainJob as the admin (dispatch's adapter), and return once both its pods run admission 1."""
+    body = manifests.trainjob(name, runtime=runtime, num_nodes=2)
+    body["metadata"]["namespace"] = namespace
+    with DispatchAdapter.from_kubeconfig(cluster_lab.kubeconfigs["admin"]) as adapter:
+        for _ in range(10):  # a retried open continues with the object it created (DESIGN: open)
+            try:
+                adapter.open(body)
+                break
+            except SuspensionNotObservedError:
+                cluster_lab.scenario.wait_for(TRAINJOB, namespace, name, hold_observed, timeout=WAIT_BOUND)
+            except ConflictError:
+                continue  # Trainer wrote the status meanwhile: the check runs again on the new state
+        else:
+            raise AssertionError(f"open of {namespace}/{name} never admitted")
+    wait_pods_running(cluster_lab, namespace, name, admission="1", count=2)
+
+
+def hold_observed(trainjob: Obj | None) -> bool:
+    conditions = ((trainjob or {}).get("status") or {}).get("conditions") or ()
+    return any(c.get("type") == "Suspended" and c.get("status") == "True" for c in conditions)
+
+
+def wait_pods_running(cluster_lab: ClusterLab, namespace: str, name: str, *, admission: str, count: int) -> None:
+    core = kubernetes.client.CoreV1Api(cluster_lab.api)
+    selector = f"{LABEL_JOBSET_NAME}={name},dispatch.phpboyscout.uk/admission={admission}"
+    pods: dict[str, Any] = {}
+    stream = kubernetes.watch.Watch().stream(
+        core.list_namespaced_pod, namespace, label_selector=selector, timeout_seconds=int(WAIT_BOUND)
+    )
+    for event in stream:
+        pods[event["object"].metadata.name] = event["object"]
+        if event["type"] == "DELETED":
+            pods.pop(event["object"].metadata.name)
+        if sum(1 for p in pods.values() if p.status.phase == "Running") == count:
+            return
+    raise AssertionError(f"the pods of {namespace}/{name} admission {admission} never all ran: {pods}")
+
+
+def test_scheduled_retries_wait_by_retrying_until_the_old_pods_are_gone(
+    cluster_lab: ClusterLab, example_dags: dict[str, Any], namespace: str, capfd: pytest.CaptureFixture[str]
+) -> None:
+    runtime = make_runtime(cluster_lab, grace=60, annotations={TERMINATION_SECONDS: "40"})
+    open_running(cluster_lab, namespace, "retried", runtime)
+    result = run(example_dags, "scheduled_retries", namespace=namespace, name="retried")
+    out = capfd.readouterr().out
+    assert result.state == "success"
+    assert result.xcom("hold") == {"job_id": "retried", "submission": "1", "admission": 1}
+    assert result.xcom("release") == {"job_id": "retried", "submission": "1", "admission": 2}
+    assert result.try_number("release") >= 2  # the retries did the waiting
+    assert f"TrainJob {namespace}/retried" in out
+    assert "remaining pods: retried-node-0-" in out
+    assert cluster_lab.scenario.overlaps(namespace, "retried") == []
+    assert cluster_lab.admissions(namespace, "retried") == ["1", "2"]
+
+
+# --- Kueue mode -----------------------------------------------------------------------------------------------
+
+
+def test_kueue_mode_readmits_only_after_the_old_pods_are_gone(
+    cluster_lab: ClusterLab, example_dags: dict[str, Any], namespace: str
+) -> None:
+    check = f"drained-{uuid.uuid4().hex[:6]}"
+    setup = cluster_lab.kueue.create_queues(
+        namespace,
+        cluster_queue=f"cq-{namespace}",
+        local_queue="user-queue",
+        admission_checks=(check,),
+        activate_checks=False,  # dispatch's admission check controller makes it Active
+    )
+    runtime = make_runtime(cluster_lab, grace=60, annotations={TERMINATION_SECONDS: "30"})
+    result = run(
+        example_dags, "kueue_mode", namespace=namespace, name="queued", queue=setup.local_queue, runtime=runtime
+    )
+    assert result.state == "success"
+    assert result.xcom("open")["admission"] == 0  # Kueue admits, not the open
+    admitted, readmitted = result.xcom("wait_admitted"), result.xcom("wait_readmitted")
+    assert (admitted["admission"], readmitted["admission"]) == (1, 2)
+    assert result.xcom("release")["admission"] == 1  # release reactivates; the admission check raises A
+    waited = "\n".join(readmitted["wait_reasons"])
+    assert (
+        f"admission check {check} Pending: waiting for pods of the previous execution to go: queued-node-0-" in waited
+    )
+    assert cluster_lab.scenario.overlaps(namespace, "queued") == []
+    assert cluster_lab.admissions(namespace, "queued") == ["1", "2"]
