@@ -207,29 +207,49 @@ def serve(port: int, speed: float, kubeconfig_path: Path, nodes: int, bare: bool
 
 
 @main.command()
-def demo() -> None:
-    """Start the lab, and talk to it through the official client as a cluster (the smoke run)."""
-    import kubernetes
+@click.option(
+    "--dags-folder",
+    type=click.Path(file_okay=False, exists=True, path_type=Path),
+    default=None,
+    help="The folder with lost_node_drill.py (default: example_dags/ of the checkout dispatch runs from).",
+)
+@click.option(
+    "--speed",
+    type=click.FloatRange(min=1.0, max=50.0),
+    default=10.0,
+    show_default=True,
+    help="How much faster than real time lab time runs (the drill waits about 100 lab seconds).",
+)
+@click.option(
+    "--fence-after-seconds",
+    type=click.FloatRange(min=0.0),
+    default=30.0,
+    show_default=True,
+    help="Lab seconds the frozen node stays not Ready before the lab's fencing agent powers it off.",
+)
+@click.option(
+    "--workdir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Where the Airflow home, the kubeconfigs and the log go (default: a new temporary folder).",
+)
+def demo(dags_folder: Path | None, speed: float, fence_after_seconds: float, workdir: Path | None) -> None:
+    """Run the lost-node drill end to end: real Airflow (`airflow dags test`) against the embedded lab.
 
-    from airflow_provider_dispatch.lab import manifests
-    from airflow_provider_dispatch.lab.runtime import Lab
+    A node freezes under a running TrainJob; the TrainJob is held; dispatch's sensor waits and says why; the
+    lab's fencing agent powers the machine off and taints the node out-of-service; the sensor sees the pods
+    ceased; the release waits for PodGC and admits the next execution. Prints what happened and the lab's own
+    verdict (no two executions ran at once). Exit 0 when the drill ran and the verdict holds, else 1.
+    """
+    from airflow_provider_dispatch.demo import DemoOptions, find_dags_folder, run_demo
 
-    with Lab(speed=100.0) as running:
-        client = kubernetes.config.new_client_from_config(config_file=str(running.kubeconfig()))
-        custom = kubernetes.client.CustomObjectsApi(client)
-        group, version = "trainer.kubeflow.org", "v1alpha1"
-        custom.create_cluster_custom_object(
-            group, version, "clustertrainingruntimes", manifests.cluster_training_runtime()
-        )
-        created = custom.create_namespaced_custom_object(
-            group, version, "default", "trainjobs", manifests.trainjob("demo-train")
-        )
-        click.echo(f"lab API server on {running.url}")
-        click.echo(
-            f"created TrainJob default/{created['metadata']['name']} (uid {created['metadata']['uid']}, "
-            f"resourceVersion {created['metadata']['resourceVersion']}, suspend={created['spec']['suspend']})"
-        )
-        client.close()
+    folder = dags_folder or find_dags_folder()
+    if folder is None:
+        raise click.UsageError("no example_dags/ folder next to this installation: pass --dags-folder")
+    if not (folder / "lost_node_drill.py").is_file():
+        raise click.BadParameter(f"{folder} has no lost_node_drill.py", param_hint="--dags-folder")
+    options = DemoOptions(folder.resolve(), speed=speed, fence_after_seconds=fence_after_seconds, workdir=workdir)
+    raise click.exceptions.Exit(run_demo(options, click.echo))
 
 
 # --- the Kueue admission check controller ---------------------------------------------------------------------
