@@ -1,0 +1,103 @@
+"""The Airflow 3 UI pages the browser test opens, and waiting for text to be shown on them.
+
+The UI is a React app served by the api-server; its routes (from the bundled router in
+`airflow/ui/dist/assets/index-*.js`) for one task instance are `/dags/{dag}/runs/{run}/tasks/{task}` (the
+Logs tab, the default) and `.../rendered_templates` (the Rendered Templates tab).
+
+"Visible" is Selenium's own notion: `WebElement.text` is the text a person sees (hidden elements contribute
+nothing), so a wait on the page body's text holding every expected piece is a wait until it is on screen.
+The UI highlights rendered fields token by token, and Selenium reports those tokens on lines of their own
+(`waiting \nfor\n the pods ... (\nReady\n=\nUnknown\n)`), so text is compared with all whitespace removed.
+Waits are explicit (`WebDriverWait` on a condition), bounded, and on timeout say what the page showed instead.
+"""
+
+from __future__ import annotations
+
+import re
+import urllib.parse
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+#: seconds a page may take to show what the test waits for (a failure bound: the UI fetches, then renders)
+SHOW_BOUND = 90.0
+
+
+def task_instance_url(base_url: str, dag_id: str, run_id: str, task_id: str, tab: str = "") -> str:
+    run = urllib.parse.quote(run_id, safe="")
+    url = f"{base_url}/dags/{dag_id}/runs/{run}/tasks/{task_id}"
+    return f"{url}/{tab}" if tab else url
+
+
+def visible_text(driver: Any) -> str:
+    from selenium.common.exceptions import StaleElementReferenceException
+    from selenium.webdriver.common.by import By
+
+    try:
+        return str(driver.find_element(By.TAG_NAME, "body").text)
+    except StaleElementReferenceException:  # React re-rendered the page while it was read
+        return ""
+
+
+def squash(text: str) -> str:
+    """`text` without any whitespace: how two renderings of the same words compare."""
+    return re.sub(r"\s+", "", text)
+
+
+def missing_from(text: str, expected: Sequence[str]) -> list[str]:
+    shown = squash(text)
+    return [piece for piece in expected if squash(piece) not in shown]
+
+
+def open_and_wait_for(driver: Any, url: str, expected: Sequence[str], bound: float = SHOW_BOUND) -> str:
+    """Open `url` and wait until every piece of `expected` is visible on it; returns the visible text."""
+    from selenium.common.exceptions import TimeoutException
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    driver.get(url)
+    try:
+        WebDriverWait(driver, bound, poll_frequency=0.5).until(lambda d: not missing_from(visible_text(d), expected))
+    except TimeoutException:
+        shown = visible_text(driver)
+        raise AssertionError(
+            f"{url} did not show {missing_from(shown, expected)} within {bound:.0f} s; it showed:\n{shown[:6000]}"
+        ) from None
+    return visible_text(driver)
+
+
+def scroll_into_view(driver: Any, text: str) -> bool:
+    """Bring the innermost element showing `text` into view for the screenshot: scrolled vertically only if it
+    is off screen, and every scrolled box it sits in back at its left edge (a long line scrolled sideways
+    would hide the field names and log timestamps)."""
+    script = r"""
+        const squash = t => t.replace(/\s+/g, '');
+        const wanted = squash(arguments[0]);
+        const all = Array.from(document.querySelectorAll('body *'));
+        const holders = all.filter(e => e.innerText && squash(e.innerText).includes(wanted));
+        const innermost = holders.filter(e => !Array.from(e.children).some(c => holders.includes(c)));
+        if (!innermost.length) { return false; }
+        const target = innermost[0];
+        const box = target.getBoundingClientRect();
+        if (box.top < 0 || box.bottom > window.innerHeight) { target.scrollIntoView({block: 'center'}); }
+        for (let e = target; e; e = e.parentElement) { e.scrollLeft = 0; }
+        return true;
+    """
+    return bool(driver.execute_script(script, text))
+
+
+def screenshot(driver: Any, path: Path) -> Path:
+    if not driver.save_screenshot(str(path)):
+        raise AssertionError(f"Chromium could not save a screenshot to {path}")
+    return path
+
+
+__all__ = [
+    "SHOW_BOUND",
+    "missing_from",
+    "open_and_wait_for",
+    "screenshot",
+    "scroll_into_view",
+    "squash",
+    "task_instance_url",
+    "visible_text",
+]
