@@ -41,6 +41,7 @@ from airflow_provider_dispatch.dispatch.validation import validate_runtime_name
 from airflow_provider_dispatch.dispatch.vocabulary import (
     ANNOTATION_ADMISSION,
     ANNOTATION_ADMISSION_KEY,
+    ANNOTATION_EXECUTION_PODS,
     ANNOTATION_SAFE_TO_FORCEFULLY_DELETE,
     LABEL_JOB_ID,
     LABEL_SUBMISSION,
@@ -242,11 +243,10 @@ def _admitting_body(
         )
     body = _base_body(trainjob)
     metadata = body["metadata"]
-    metadata["annotations"] = {
-        **string_map(trainjob, "metadata", "annotations"),
-        **extra_annotations,
-        ANNOTATION_ADMISSION: str(execution.admission),
-    }
+    # the hold's record of the previous execution's pods (fencing.py) says nothing of the new one: dropped
+    annotations = string_map(trainjob, "metadata", "annotations")
+    kept = {key: value for key, value in annotations.items() if key != ANNOTATION_EXECUTION_PODS}
+    metadata["annotations"] = {**kept, **extra_annotations, ANNOTATION_ADMISSION: str(execution.admission)}
     body.setdefault("spec", {})["runtimePatches"] = new_patches
     return body, execution
 
@@ -266,8 +266,12 @@ def kueue_admission_body(
     return _admitting_body(trainjob, runtime, extra)
 
 
-def hold_body(trainjob: Mapping[str, Any]) -> dict[str, Any]:
-    """Plain mode: the replace body that holds (`spec.suspend: true`), conditional on the object read."""
+def hold_body(trainjob: Mapping[str, Any], execution_pods: str | None = None) -> dict[str, Any]:
+    """Plain mode: the replace body that holds (`spec.suspend: true`), conditional on the object read, with
+    the record of the execution's pods (`fencing.ExecutionPods.to_annotation`) when given."""
     body = _base_body(trainjob)
     body.setdefault("spec", {})["suspend"] = True
+    if execution_pods is not None:
+        annotations = string_map(trainjob, "metadata", "annotations")
+        body["metadata"]["annotations"] = {**annotations, ANNOTATION_EXECUTION_PODS: execution_pods}
     return body

@@ -27,9 +27,10 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
-from airflow_provider_dispatch.dispatch.blocking import RemainingPod, remaining_pods
+from airflow_provider_dispatch.dispatch.blocking import RemainingPod
 from airflow_provider_dispatch.dispatch.errors import InvalidNameError, NotManagedError
 from airflow_provider_dispatch.dispatch.explain import admission_check_line, remaining_detail
+from airflow_provider_dispatch.dispatch.fencing import ExecutionPods, blocking_pods, recorded
 from airflow_provider_dispatch.dispatch.nodes import NodeLookup
 from airflow_provider_dispatch.dispatch.selection import Selection
 from airflow_provider_dispatch.dispatch.validation import (
@@ -283,10 +284,11 @@ def assess(
 
     `pods` may be the namespace's pods or already selected ones (selection is applied again); `nodes` maps
     node names to Node objects or `NodeRead.GONE` / `NodeRead.NOT_READABLE` (a node not in it is unknown: not
-    ceased).
+    ceased). The hold's record of the execution's pods (fencing.py) is read off `trainjob`.
     """
     obj = managed(trainjob)
-    remaining = remaining_pods(obj.selection.select(pods), nodes)
+    execution_pods = recorded(trainjob, obj.admission, str(obj.ref))
+    remaining = blocking_pods(obj.selection.select(pods), nodes, execution_pods, obj.ref.namespace)
     drained = not remaining
     ceased = all(pod.ceased for pod in remaining)
     not_observed = hold_not_observed(trainjob, jobset)
@@ -377,7 +379,9 @@ def drain_report(
     resource_version: str,
     *,
     now: datetime | None = None,
+    execution_pods: ExecutionPods | None = None,
 ) -> DrainReport:
-    remaining = remaining_pods(selection.select(pods), nodes)
+    """The drain report; `execution_pods` is the hold's record of the execution (fencing.recorded)."""
+    remaining = blocking_pods(selection.select(pods), nodes, execution_pods, selection.namespace)
     detail = remaining_detail(remaining, now=now) if remaining else f"no pod of TrainJob {ref} remains"
     return DrainReport(ref=ref, remaining=remaining, resource_version=resource_version, detail=detail)

@@ -45,6 +45,8 @@ class Blocking(StrEnum):
     NOT_FINISHED = "not finished"
     #: phase Failed written by Kueue's failure recovery, not by a kubelet: no proof its containers stopped
     FAILED_WITHOUT_PROOF = "marked Failed by Kueue failure recovery without proof of cessation"
+    #: recorded at the hold, its object is gone, and its node never confirmed its end (fencing.py)
+    VANISHED = "deleted from the API while its node could not confirm that it stopped"
 
 
 def phase_of(pod: Mapping[str, Any]) -> str:

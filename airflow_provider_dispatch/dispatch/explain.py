@@ -148,6 +148,15 @@ def _node_group(node: NodeState, pods: Sequence[RemainingPod], now: datetime | N
             f"failure recovery without proof that {_it(kueue_failed, 'its', 'their')} containers stopped, so "
             f"{_it(kueue_failed, 'it blocks', 'they block')} until node {node.name} is ceased."
         )
+    vanished = [p for p in pods if p.blocking is Blocking.VANISHED]
+    if vanished:
+        texts.append(
+            f"{_cap(_names(vanished))} of the previous execution {_it(vanished, 'was', 'were')} deleted from "
+            f"the API (a force deletion or a cleaner) while node {node.name} could not confirm that "
+            f"{_it(vanished, 'it', 'they')} stopped; dispatch recorded {_it(vanished, 'it', 'them')} when it "
+            f"held the TrainJob, so {_it(vanished, 'it blocks', 'they block')} until node {node.name} is "
+            "Ready again, deleted, or out-of-service after its shutdown is confirmed."
+        )
     name = node.name or ""
     if node.presence is Presence.UNSCHEDULED:
         texts.append(
@@ -162,10 +171,15 @@ def _node_group(node: NodeState, pods: Sequence[RemainingPod], now: datetime | N
             f"{_it(pods, 'the pod', 'the pods')} after its 40s quarantine, and then the release can proceed."
         )
     elif node.presence is Presence.NOT_READABLE:
+        listed = [p for p in pods if p.blocking is not Blocking.VANISHED]
+        until = (
+            f" Until then {_it(listed, 'the pod', 'the pods')} must go by {_it(listed, 'itself', 'themselves')}."
+            if listed
+            else ""
+        )
         texts.append(
             f"Node {name} is not readable with these credentials, so cessation of {_names(pods)} cannot be "
-            f"proven: grant get and list on nodes (a ClusterRole) to the identity dispatch uses. Until then "
-            f"{_it(pods, 'the pod', 'the pods')} must go by {_it(pods, 'itself', 'themselves')}."
+            f"proven: grant get and list on nodes (a ClusterRole) to the identity dispatch uses.{until}"
         )
     elif node.ceased:
         texts.append(

@@ -66,7 +66,7 @@ class Operations:
 
     def hold(self, ref: str | Ref) -> Program[Execution]:
         self._writer("hold", ref)
-        return programs.hold(ref)
+        return programs.hold(ref, pod_read=self.pod_read, page_size=self.page_size)
 
     def release(self, ref: str | Ref, *, now: datetime | None = None) -> Program[Execution]:
         self._writer("release", ref)

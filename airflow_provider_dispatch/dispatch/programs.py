@@ -67,8 +67,7 @@ from airflow_provider_dispatch.dispatch.assessment import (
     is_held,
     managed,
 )
-from airflow_provider_dispatch.dispatch.blocking import RemainingPod, nodes_to_read
-from airflow_provider_dispatch.dispatch.blocking import remaining_pods as _remaining_pods
+from airflow_provider_dispatch.dispatch.blocking import RemainingPod
 from airflow_provider_dispatch.dispatch.errors import (
     AlreadyExistsError,
     ConflictError,
@@ -83,6 +82,7 @@ from airflow_provider_dispatch.dispatch.errors import (
     UnreachableError,
     classify_api_failure,
 )
+from airflow_provider_dispatch.dispatch.fencing import ExecutionPods, blocking_pods, nodes_to_check, record, recorded
 from airflow_provider_dispatch.dispatch.nodes import NodeLookup, NodeRead
 from airflow_provider_dispatch.dispatch.selection import Selection
 from airflow_provider_dispatch.dispatch.validation import (
@@ -477,10 +477,18 @@ class _Drain:
     remaining: tuple[RemainingPod, ...]
 
 
-def _drain(selection: Selection, ref: str, strategy: PodReadStrategy, page_size: int) -> Program[_Drain]:
+def _drain(
+    selection: Selection,
+    ref: str,
+    strategy: PodReadStrategy,
+    page_size: int,
+    execution_pods: ExecutionPods | None = None,
+) -> Program[_Drain]:
+    """The consistent pod read, then the Nodes it needs: of the pods that may block, and the recorded nodes
+    where a pod the hold saw is no longer listed (fencing.py)."""
     read = yield from read_pods(selection, ref=ref, strategy=strategy, page_size=page_size)
-    nodes = yield from read_nodes(nodes_to_read(read.pods), ref=ref)
-    return _Drain(read, nodes, _remaining_pods(read.pods, nodes))
+    nodes = yield from read_nodes(nodes_to_check(read.pods, execution_pods), ref=ref)
+    return _Drain(read, nodes, blocking_pods(read.pods, nodes, execution_pods, selection.namespace))
 
 
 def _replace(coords: v.ApiCoordinates, body: Mapping[str, Any], ref: str) -> Program[Mapping[str, Any]]:
@@ -526,7 +534,8 @@ def _check_before_admission(
         raise SuspensionNotObservedError(f"{reason}. Nothing was admitted.", ref=ref)
     runtime = yield from read_runtime(trainjob)
     check_runtime_safe(trainjob, runtime)
-    drain = yield from _drain(obj.selection, ref, pod_read, page_size)
+    execution_pods = recorded(trainjob, obj.admission, ref)
+    drain = yield from _drain(obj.selection, ref, pod_read, page_size, execution_pods)
     if drain.remaining:
         raise PodsRemainError(ref, drain.remaining, now=now)
     return runtime
@@ -623,8 +632,15 @@ def _set_workloads_active(obj: ManagedObject, *, active: bool) -> Program[int]:
     return written
 
 
-def hold(ref: str | Ref) -> Program[Execution]:
+def hold(
+    ref: str | Ref, *, pod_read: PodReadStrategy = DEFAULT_POD_READ, page_size: int = DEFAULT_PAGE_SIZE
+) -> Program[Execution]:
     """Keep the object from running (plain: `spec.suspend: true`; Kueue: Workload `spec.active: false`).
+
+    Plain mode reads the execution's pods first (one consistent read) and records, in the same conditional
+    write that suspends, which of them were not finished and on which node (fencing.py), so that a pod whose
+    object later vanishes while its node is lost still blocks. A failed read writes nothing (retryable): a hold
+    without its record would be a hold that a force deletion can defeat.
 
     Idempotent: an object already held is left as it is. Returns the current execution identity.
     """
@@ -643,7 +659,9 @@ def hold(ref: str | Ref) -> Program[Execution]:
         return obj.execution
     if is_held(trainjob):
         return obj.execution
-    yield from _replace(v.TRAINJOB, hold_body(trainjob), str(obj.ref))
+    read = yield from read_pods(obj.selection, ref=str(obj.ref), strategy=pod_read, page_size=page_size)
+    execution_pods = record(obj.admission, read.pods)
+    yield from _replace(v.TRAINJOB, hold_body(trainjob, execution_pods.to_annotation()), str(obj.ref))
     return obj.execution
 
 
@@ -790,7 +808,8 @@ def _inspect_object(
     if obj.mode is Mode.KUEUE:
         workloads = yield from _workloads(obj)
         workload = workloads[0] if workloads else None
-    drain = yield from _drain(obj.selection, str(obj.ref), pod_read, page_size)
+    execution_pods = recorded(trainjob, obj.admission, str(obj.ref))
+    drain = yield from _drain(obj.selection, str(obj.ref), pod_read, page_size, execution_pods)
     return assess(trainjob, jobset, drain.read.pods, drain.nodes, workload=workload, now=now)
 
 
@@ -856,12 +875,24 @@ def remaining_pods(
     text = str(target)
     request = GetObject(v.TRAINJOB, target.namespace, target.name)
     response = yield request
+    execution_pods: ExecutionPods | None = None
     if isinstance(response, ApiFailure) and response.status == 404:
         selection = Selection(target.namespace, target.name, job_id, submission)
     else:
-        selection = managed(_object(response, request, text)).selection
-    drain = yield from _drain(selection, text, pod_read, page_size)
-    return drain_report(text, selection, drain.read.pods, drain.nodes, drain.read.resource_version, now=now)
+        trainjob = _object(response, request, text)
+        obj = managed(trainjob)
+        selection = obj.selection
+        execution_pods = recorded(trainjob, obj.admission, text)
+    drain = yield from _drain(selection, text, pod_read, page_size, execution_pods)
+    return drain_report(
+        text,
+        selection,
+        drain.read.pods,
+        drain.nodes,
+        drain.read.resource_version,
+        now=now,
+        execution_pods=execution_pods,
+    )
 
 
 def ceased(

@@ -36,6 +36,9 @@ ADMISSION_CHECK_CONTROLLER: Final = "dispatch.phpboyscout.uk/drained"
 #: Kueue mode: which Workload admission raised A last, so that raising A is idempotent per Workload admission.
 #: Not in the seed; the value is an opaque key chosen by the admission check controller.
 ANNOTATION_ADMISSION_KEY: Final = "dispatch.phpboyscout.uk/admission-key"
+#: plain mode: the pods of execution A that were not finished when dispatch held it, by node (fencing.py);
+#: what lets a drain check see a pod whose object vanished while its node was lost (anchors §8.1)
+ANNOTATION_EXECUTION_PODS: Final = "dispatch.phpboyscout.uk/execution-pods"
 
 # --- upstream names -----------------------------------------------------------------------------------------
 

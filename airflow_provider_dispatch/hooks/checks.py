@@ -31,8 +31,8 @@ from airflow_provider_dispatch.dispatch.assessment import (
     is_held,
     managed,
 )
-from airflow_provider_dispatch.dispatch.blocking import nodes_to_read
 from airflow_provider_dispatch.dispatch.errors import RefusedError
+from airflow_provider_dispatch.dispatch.fencing import nodes_to_check, recorded
 from airflow_provider_dispatch.dispatch.operations import Operations
 from airflow_provider_dispatch.dispatch.programs import Program
 from airflow_provider_dispatch.dispatch.selection import Selection
@@ -68,12 +68,15 @@ def drain_check(ref: str | Ref, options: Operations, *, now: datetime | None = N
     text = str(target)
     trainjob = yield from programs.read_trainjob(target)
     obj = managed(trainjob)
+    execution_pods = recorded(trainjob, obj.admission, text)
     read = yield from programs.read_pods(
         obj.selection, ref=text, strategy=options.pod_read, page_size=options.page_size
     )
-    nodes = yield from programs.read_nodes(nodes_to_read(read.pods), ref=text)
+    nodes = yield from programs.read_nodes(nodes_to_check(read.pods, execution_pods), ref=text)
     when = now if now is not None else options.clock()
-    report = drain_report(text, obj.selection, read.pods, nodes, read.resource_version, now=when)
+    report = drain_report(
+        text, obj.selection, read.pods, nodes, read.resource_version, now=when, execution_pods=execution_pods
+    )
     return DrainCheck(report=report, execution=obj.execution, held=is_held(trainjob), selection=obj.selection)
 
 

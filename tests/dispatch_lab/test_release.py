@@ -162,15 +162,7 @@ async def test_hold_suspends_once_and_release_waits_for_trainer_to_observe_it(
     adapter: Either, cluster: Cluster, dispatch_lab: DispatchLab
 ) -> None:
     runtime = cluster.runtime()
-    execution = Execution("ft-7", "1", 1)
-    cluster.trainjob(
-        "ft-7",
-        runtime=runtime,
-        admission=1,
-        suspend=False,
-        runtime_patches=[cluster.dispatch_patch(runtime, execution)],
-    )
-    cluster.trainer_observes("ft-7", suspended=False)
+    execution = cluster.running_execution("ft-7", runtime=runtime, admission=1)
     cluster.jobset("ft-7", suspend=False)
     ref = f"{cluster.namespace}/ft-7"
     mark = dispatch_lab.recorder.mark()

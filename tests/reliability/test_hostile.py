@@ -2,8 +2,8 @@
 the overlap recorder as the judge. What dispatch does in each, and why, is in docs/reliability.md.
 
 * a pod force-deleted while its node is lost: the pod object vanishes, its process runs on behind the
-  partition. No listing of pods can see it; dispatch admits. Outside the promise today: the test states the
-  promise and is a strict xfail, so it fails loudly the day node fencing (anchors §8.1) makes it pass;
+  partition. No listing of pods can see it, but the hold recorded it with its node (node fencing, anchors
+  §8.1; dispatch/fencing.py): release stays refused until the node is fenced, then admits once;
 * a Node object deleted while its kubelet is merely frozen: PodGC removes the pods, dispatch takes the deleted
   Node as proof (k8s-apis §5.5: a judgement, not an API guarantee). With the machine powered off first, as the
   procedure says, nothing overlaps; with it frozen, the recorder shows what the judgement costs;
@@ -96,14 +96,10 @@ def _core(world: World) -> kubernetes.client.CoreV1Api:
 # --- a pod force-deleted while its node is lost --------------------------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="known limit: a pod force-deleted on a lost node leaves no object to list, so the drain check admits "
-    "while its process runs on; closing it needs fencing on the recorded nodes of the previous execution "
-    "(anchors §8.1), which dispatch does not do yet. docs/reliability.md",
-)
 def test_a_pod_force_deleted_on_a_lost_node_still_blocks(world: World) -> None:
+    """The hold recorded the pod and its node (fencing.py); once the object is force-deleted no listing sees it,
+    but the record does: release stays refused, naming the pod and the lost node, until the machine is fenced
+    (powered off, then tainted out-of-service); then it admits execution 2 and nothing overlaps."""
     pod, node = _pod(world)
     _do(world, Step.of("lose", host=0), Step.of("hold", obj=0, caller=0), *SILENCE)
     blocked = _release(world)
@@ -119,7 +115,18 @@ def test_a_pod_force_deleted_on_a_lost_node_still_blocks(world: World) -> None:
     after = _release(world)
     _do(world, Step.of("advance", seconds=5))
     assert isinstance(after.error, PodsRemainError), f"admitted beside a process it cannot see: {after.describe()}"
+    assert f"{pod} on {node} (Ready=Unknown)" in str(after.error)
+    assert "deleted from the API" in str(after.error)
+    assert not after.error.ceased
     assert _overlaps(world) == []
+
+    _do(world, Step.of("fence", host=0, effect="NoExecute"), Step.of("advance", seconds=5))
+    admitted = _release(world)
+    assert admitted.execution is not None, admitted.describe()
+    assert admitted.execution.admission == 2
+    _do(world, Step.of("advance", seconds=5))
+    assert _overlaps(world) == []
+    assert world.violations == []
 
 
 # --- a Node object deleted while its kubelet is merely frozen -------------------------------------------------

@@ -1,0 +1,135 @@
+"""Node fencing through both real clients (dispatch/fencing.py, anchors §8.1): the hold records the pods it
+saw, and a pod whose object vanished while its node could not confirm its end keeps blocking.
+
+Each test drives a TrainJob from running to held through dispatch's own `hold`, so the record is the one the
+hold writes; then pods vanish as the hostile cases of anchors §6 make them vanish (a force deletion with grace
+0, which is also the second half of Kueue's failure recovery, k8s-apis §4.7), and the node recovers, is fenced
+or is deleted.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from airflow_provider_dispatch.dispatch import vocabulary as v
+from airflow_provider_dispatch.dispatch.assessment import Execution, State
+from airflow_provider_dispatch.dispatch.blocking import Blocking
+from airflow_provider_dispatch.dispatch.errors import PodsRemainError
+
+from .cluster import Cluster
+from .conftest import DispatchLab, Either
+
+
+def _running_then_held(cluster: Cluster) -> tuple[str, dict[str, str]]:
+    """Execution 1 running with a pod on n1 and one on n2 (and a finished rank on n1); held through dispatch is
+    the caller's step. Returns the ref and {node: pod}."""
+    execution = cluster.running_execution("ft-7", runtime=cluster.runtime(), admission=1)
+    n1, n2 = cluster.node("n1"), cluster.node("n2")
+    pods = {
+        n1: cluster.pod("ft-7", node=n1, index=0, execution=execution),
+        n2: cluster.pod("ft-7", node=n2, index=1, execution=execution),
+    }
+    cluster.pod("ft-7", node=n1, index=2, execution=execution, phase="Succeeded", name="finished-rank")
+    return f"{cluster.namespace}/ft-7", pods
+
+
+def _observed(cluster: Cluster, pods: dict[str, str]) -> None:
+    """Trainer and JobSet observe the hold; the Job controller deletes the pods gracefully (Terminating)."""
+    cluster.trainer_observes("ft-7")
+    cluster.jobset("ft-7")
+    for pod in pods.values():
+        cluster.job_controller_deletes(pod)
+
+
+async def test_the_hold_records_the_pods_that_were_not_finished_by_node(adapter: Either, cluster: Cluster) -> None:
+    ref, pods = _running_then_held(cluster)
+    assert await adapter.hold(ref) == Execution("ft-7", "1", 1)
+    held = cluster.trainjob_object("ft-7")
+    assert held["spec"]["suspend"] is True
+    record = json.loads(held["metadata"]["annotations"][v.ANNOTATION_EXECUTION_PODS])
+    assert record == {"admission": 1, "nodes": {node: [pod] for node, pod in sorted(pods.items())}}
+
+    # a second hold (a retry) leaves the object and its record as they are
+    rv = cluster.resource_version("ft-7")
+    await adapter.hold(ref)
+    assert cluster.resource_version("ft-7") == rv
+
+
+async def test_a_pod_force_deleted_on_a_lost_node_blocks_until_the_node_is_fenced(
+    adapter: Either, cluster: Cluster, dispatch_lab: DispatchLab
+) -> None:
+    ref, pods = _running_then_held(cluster)
+    await adapter.hold(ref)
+    _observed(cluster, pods)
+    (lost, healthy) = sorted(pods)
+    cluster.lose_node(lost)
+    # the healthy node's kubelet confirms its pod's end; the lost node's pod is force-deleted
+    cluster.core.delete_namespaced_pod(pods[healthy], cluster.namespace, grace_period_seconds=0)
+    cluster.core.delete_namespaced_pod(pods[lost], cluster.namespace, grace_period_seconds=0)
+    assert pods[lost] not in cluster.pod_names()
+
+    rv, revision, mark = cluster.resource_version("ft-7"), dispatch_lab.revision(), dispatch_lab.recorder.mark()
+    with pytest.raises(PodsRemainError) as refused:
+        await adapter.release(ref)
+    (remaining,) = refused.value.remaining
+    assert (remaining.name, remaining.node.name, remaining.node.label) == (pods[lost], lost, "Ready=Unknown")
+    assert remaining.blocking is Blocking.VANISHED
+    assert not refused.value.ceased
+    assert f"{pods[lost]} on {lost} (Ready=Unknown)" in str(refused.value)
+    assert "deleted from the API" in str(refused.value)
+    assert (cluster.resource_version("ft-7"), dispatch_lab.revision()) == (rv, revision)
+    assert not [c for c in dispatch_lab.recorder.since(mark) if c.writes]
+
+    report = await adapter.remaining_pods(ref)
+    assert [(p.name, p.node.name) for p in report.remaining] == [(pods[lost], lost)]
+    status = await adapter.inspect(ref)
+    assert status.state is State.WAITING
+    assert pods[lost] in status.detail
+    assert not await adapter.ceased(ref)
+
+    # the operator confirms the shutdown and fences the node: proof; nothing is left for PodGC to delete
+    cluster.taint_out_of_service(lost)
+    assert await adapter.ceased(ref)
+    execution = await adapter.release(ref)
+    assert execution == Execution("ft-7", "1", 2)
+    admitted = cluster.trainjob_object("ft-7")
+    assert v.ANNOTATION_EXECUTION_PODS not in admitted["metadata"]["annotations"]
+
+
+@pytest.mark.parametrize("recovery", ["Ready again", "deleted"])
+async def test_a_vanished_pod_stops_blocking_when_its_node_recovers_or_is_deleted(
+    adapter: Either, cluster: Cluster, recovery: str
+) -> None:
+    ref, pods = _running_then_held(cluster)
+    await adapter.hold(ref)
+    _observed(cluster, pods)
+    lost = sorted(pods)[0]
+    cluster.lose_node(lost)
+    for pod in pods.values():
+        cluster.core.delete_namespaced_pod(pod, cluster.namespace, grace_period_seconds=0)
+    with pytest.raises(PodsRemainError):
+        await adapter.release(ref)
+
+    if recovery == "Ready again":
+        # a live kubelet kills the containers of pods that are no longer in the API (k8s-apis §5.2)
+        cluster.set_ready(lost, "True")
+    else:
+        cluster.delete_node(lost)
+    assert await adapter.release(ref) == Execution("ft-7", "1", 2)
+
+
+async def test_a_ready_node_with_the_pods_gone_costs_one_node_read_and_admits(
+    adapter: Either, cluster: Cluster, dispatch_lab: DispatchLab
+) -> None:
+    """The common path: every kubelet confirmed; the recorded nodes are read once each, and are Ready."""
+    ref, pods = _running_then_held(cluster)
+    await adapter.hold(ref)
+    _observed(cluster, pods)
+    for pod in pods.values():
+        cluster.core.delete_namespaced_pod(pod, cluster.namespace, grace_period_seconds=0)
+    mark = dispatch_lab.recorder.mark()
+    assert await adapter.release(ref) == Execution("ft-7", "1", 2)
+    node_reads = sorted(c.path for c in dispatch_lab.recorder.since(mark) if c.path.startswith("/api/v1/nodes/"))
+    assert node_reads == sorted(f"/api/v1/nodes/{node}" for node in pods)
