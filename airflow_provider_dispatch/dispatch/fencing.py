@@ -69,10 +69,6 @@ class ExecutionPods:
         body = {"admission": self.admission, "nodes": {node: list(names) for node, names in self.nodes.items()}}
         return json.dumps(body, sort_keys=True, separators=(",", ":"))
 
-    @property
-    def node_names(self) -> tuple[str, ...]:
-        return tuple(self.nodes)
-
 
 def record(admission: int, pods: Iterable[Mapping[str, Any]]) -> ExecutionPods:
     """The record of the selected `pods` that block (not finished), by node; pods on no node run nothing."""
