@@ -24,8 +24,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from enum import StrEnum
-from typing import Any
+from enum import Enum, StrEnum
+from typing import Any, Final
 
 from airflow_provider_dispatch.dispatch.blocking import RemainingPod
 from airflow_provider_dispatch.dispatch.errors import InvalidNameError, NotManagedError
@@ -271,6 +271,16 @@ def _kueue_cause(workload: Mapping[str, Any] | None, checks: tuple[AdmissionChec
     return "waiting for Kueue admission"
 
 
+class _Record(Enum):
+    """`assess`'s default for `execution_pods`: a value no caller can mean as a record (None means none)."""
+
+    READ_OFF_THE_TRAINJOB = "read off the TrainJob"
+
+
+#: `assess(execution_pods=...)` default: parse the hold's record off the TrainJob (fencing.recorded)
+READ_OFF_THE_TRAINJOB: Final = _Record.READ_OFF_THE_TRAINJOB
+
+
 def assess(
     trainjob: Mapping[str, Any],
     jobset: Mapping[str, Any] | None,
@@ -279,16 +289,21 @@ def assess(
     *,
     workload: Mapping[str, Any] | None = None,
     now: datetime | None = None,
+    execution_pods: ExecutionPods | _Record | None = READ_OFF_THE_TRAINJOB,
 ) -> Status:
     """The status of one managed TrainJob, from one consistent read of its pods and the blocking pods' nodes.
 
     `pods` may be the namespace's pods or already selected ones (selection is applied again); `nodes` maps
     node names to Node objects or `NodeRead.GONE` / `NodeRead.NOT_READABLE` (a node not in it is unknown: not
-    ceased). The hold's record of the execution's pods (fencing.py) is read off `trainjob`.
+    ceased). `execution_pods` is the hold's record of the execution's pods (fencing.py) as the caller already
+    parsed it for its node reads (`programs.inspect` does), so it is parsed once; by default it is read off
+    `trainjob`.
     """
     obj = managed(trainjob)
-    execution_pods = recorded(trainjob, obj.admission, str(obj.ref))
-    remaining = blocking_pods(obj.selection.select(pods), nodes, execution_pods, obj.ref.namespace)
+    record = (
+        recorded(trainjob, obj.admission, str(obj.ref)) if execution_pods is READ_OFF_THE_TRAINJOB else execution_pods
+    )
+    remaining = blocking_pods(obj.selection.select(pods), nodes, record, obj.ref.namespace)
     drained = not remaining
     ceased = all(pod.ceased for pod in remaining)
     not_observed = hold_not_observed(trainjob, jobset)
@@ -383,5 +398,12 @@ def drain_report(
 ) -> DrainReport:
     """The drain report; `execution_pods` is the hold's record of the execution (fencing.recorded)."""
     remaining = blocking_pods(selection.select(pods), nodes, execution_pods, selection.namespace)
+    return remaining_report(ref, remaining, resource_version, now=now)
+
+
+def remaining_report(
+    ref: str, remaining: tuple[RemainingPod, ...], resource_version: str, *, now: datetime | None = None
+) -> DrainReport:
+    """The drain report of pods already judged (`fencing.blocking_pods`): `programs.Drain.report` has them."""
     detail = remaining_detail(remaining, now=now) if remaining else f"no pod of TrainJob {ref} remains"
     return DrainReport(ref=ref, remaining=remaining, resource_version=resource_version, detail=detail)

@@ -1,4 +1,4 @@
-"""Sans-I/O programs: release, hold, open, inspect, find, remaining_pods, ceased, kueue_admit.
+"""Sans-I/O programs: release, hold, open, inspect, find, remaining_pods, ceased, kueue_admit, drain.
 
 Each program is a generator. It yields a `Request` (a small frozen dataclass), receives the decoded JSON
 answer as a dict, or an `ApiFailure(status, body)` value, and finally returns its result or raises a
@@ -61,11 +61,11 @@ from airflow_provider_dispatch.dispatch.assessment import (
     Mode,
     Status,
     assess,
-    drain_report,
     finished,
     hold_not_observed,
     is_held,
     managed,
+    remaining_report,
 )
 from airflow_provider_dispatch.dispatch.blocking import RemainingPod
 from airflow_provider_dispatch.dispatch.errors import (
@@ -471,24 +471,40 @@ def read_nodes(names: Sequence[str], *, ref: str) -> Program[dict[str, NodeLooku
 
 
 @dataclass(frozen=True)
-class _Drain:
+class Drain:
+    """What one drain check read (the pods, the Nodes it needed) and what of it blocks an admission.
+
+    `remaining` is judged once here; `report` words it for the sensor, the trigger and `remaining_pods`, and
+    release and `inspect` use the parts they need, so every caller decides from the same verdict.
+    """
+
     read: PodRead
     nodes: dict[str, NodeLookup]
     remaining: tuple[RemainingPod, ...]
 
+    def report(self, ref: str, *, now: datetime | None) -> DrainReport:
+        """The drain report of this check (`assessment.DrainReport`), its resourceVersion the pod list's."""
+        return remaining_report(ref, self.remaining, self.read.resource_version, now=now)
 
-def _drain(
+
+def drain(
     selection: Selection,
+    *,
     ref: str,
-    strategy: PodReadStrategy,
-    page_size: int,
-    execution_pods: ExecutionPods | None = None,
-) -> Program[_Drain]:
-    """The consistent pod read, then the Nodes it needs: of the pods that may block, and the recorded nodes
-    where a pod the hold saw is no longer listed (fencing.py)."""
+    execution_pods: ExecutionPods | None,
+    strategy: PodReadStrategy = DEFAULT_POD_READ,
+    page_size: int = DEFAULT_PAGE_SIZE,
+) -> Program[Drain]:
+    """The drain check's reads: the consistent pod read, then the Nodes it needs: of the pods that may block,
+    and the recorded nodes where a pod the hold saw is no longer listed (fencing.py). Writes nothing.
+
+    The one sequence every drain check runs (release, kueue_admit, inspect, find, remaining_pods and
+    `hooks.checks.drain_check`). `execution_pods` is the hold's record (`fencing.recorded`, None when there
+    is none) and has no default: a caller that forgot it would not see a pod that vanished on a lost node.
+    """
     read = yield from read_pods(selection, ref=ref, strategy=strategy, page_size=page_size)
     nodes = yield from read_nodes(nodes_to_check(read.pods, execution_pods), ref=ref)
-    return _Drain(read, nodes, blocking_pods(read.pods, nodes, execution_pods, selection.namespace))
+    return Drain(read, nodes, blocking_pods(read.pods, nodes, execution_pods, selection.namespace))
 
 
 def _replace(coords: v.ApiCoordinates, body: Mapping[str, Any], ref: str) -> Program[Mapping[str, Any]]:
@@ -535,9 +551,11 @@ def _check_before_admission(
     runtime = yield from read_runtime(trainjob)
     check_runtime_safe(trainjob, runtime)
     execution_pods = recorded(trainjob, obj.admission, ref)
-    drain = yield from _drain(obj.selection, ref, pod_read, page_size, execution_pods)
-    if drain.remaining:
-        raise PodsRemainError(ref, drain.remaining, now=now)
+    drained = yield from drain(
+        obj.selection, ref=ref, execution_pods=execution_pods, strategy=pod_read, page_size=page_size
+    )
+    if drained.remaining:
+        raise PodsRemainError(ref, drained.remaining, now=now)
     return runtime
 
 
@@ -809,8 +827,11 @@ def _inspect_object(
         workloads = yield from _workloads(obj)
         workload = workloads[0] if workloads else None
     execution_pods = recorded(trainjob, obj.admission, str(obj.ref))
-    drain = yield from _drain(obj.selection, str(obj.ref), pod_read, page_size, execution_pods)
-    return assess(trainjob, jobset, drain.read.pods, drain.nodes, workload=workload, now=now)
+    drained = yield from drain(
+        obj.selection, ref=str(obj.ref), execution_pods=execution_pods, strategy=pod_read, page_size=page_size
+    )
+    pods, nodes = drained.read.pods, drained.nodes
+    return assess(trainjob, jobset, pods, nodes, workload=workload, now=now, execution_pods=execution_pods)
 
 
 def inspect(
@@ -883,16 +904,10 @@ def remaining_pods(
         obj = managed(trainjob)
         selection = obj.selection
         execution_pods = recorded(trainjob, obj.admission, text)
-    drain = yield from _drain(selection, text, pod_read, page_size, execution_pods)
-    return drain_report(
-        text,
-        selection,
-        drain.read.pods,
-        drain.nodes,
-        drain.read.resource_version,
-        now=now,
-        execution_pods=execution_pods,
+    drained = yield from drain(
+        selection, ref=text, execution_pods=execution_pods, strategy=pod_read, page_size=page_size
     )
+    return drained.report(text, now=now)
 
 
 def ceased(
@@ -916,6 +931,7 @@ __all__ = [
     "EXACT_REFUSED",
     "ApiFailure",
     "CreateObject",
+    "Drain",
     "GetNode",
     "GetObject",
     "ListObjects",
@@ -927,6 +943,7 @@ __all__ = [
     "Response",
     "call",
     "ceased",
+    "drain",
     "drive",
     "drive_async",
     "find",

@@ -6,8 +6,8 @@ from the core's pure functions, and either adapter runs it (`DispatchAdapter.run
 
 * `drain_check`: the TrainJob (it must exist and be managed by dispatch: a missing one is a `NotFoundError`, so a
   typo in a name fails fast instead of waiting for a timeout), then its remaining pods in one consistent read
-  with their nodes' states (`programs.read_pods`, `programs.read_nodes`, `assessment.drain_report`: the same
-  steps `programs.remaining_pods` takes, without reading the TrainJob twice).
+  with their nodes' states (`programs.drain` and its report: the same steps `programs.remaining_pods` and
+  release take, so a poke decides as release does, without reading the TrainJob twice).
 * `outcome_check`: the TrainJob's execution identity and whether it finished (`assessment.finished`: the
   `Complete` or `Failed` condition True).
 
@@ -26,13 +26,12 @@ from airflow_provider_dispatch.dispatch.assessment import (
     DrainReport,
     Execution,
     State,
-    drain_report,
     finished,
     is_held,
     managed,
 )
 from airflow_provider_dispatch.dispatch.errors import RefusedError
-from airflow_provider_dispatch.dispatch.fencing import nodes_to_check, recorded
+from airflow_provider_dispatch.dispatch.fencing import recorded
 from airflow_provider_dispatch.dispatch.operations import Operations
 from airflow_provider_dispatch.dispatch.programs import Program
 from airflow_provider_dispatch.dispatch.selection import Selection
@@ -68,15 +67,14 @@ def drain_check(ref: str | Ref, options: Operations, *, now: datetime | None = N
     text = str(target)
     trainjob = yield from programs.read_trainjob(target)
     obj = managed(trainjob)
-    execution_pods = recorded(trainjob, obj.admission, text)
-    read = yield from programs.read_pods(
-        obj.selection, ref=text, strategy=options.pod_read, page_size=options.page_size
+    drained = yield from programs.drain(
+        obj.selection,
+        ref=text,
+        execution_pods=recorded(trainjob, obj.admission, text),
+        strategy=options.pod_read,
+        page_size=options.page_size,
     )
-    nodes = yield from programs.read_nodes(nodes_to_check(read.pods, execution_pods), ref=text)
-    when = now if now is not None else options.clock()
-    report = drain_report(
-        text, obj.selection, read.pods, nodes, read.resource_version, now=when, execution_pods=execution_pods
-    )
+    report = drained.report(text, now=now if now is not None else options.clock())
     return DrainCheck(report=report, execution=obj.execution, held=is_held(trainjob), selection=obj.selection)
 
 

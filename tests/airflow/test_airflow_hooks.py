@@ -6,19 +6,26 @@ the lab's `writer` kubeconfig, conftest); the adapters talk to the lab over HTTP
 
 from __future__ import annotations
 
+import copy
 import importlib
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 from airflow_lab import AirflowEnvironment, AirflowLab
+from dispatch.support import NAME, NS, node, pod, standard_api
 from dispatch_lab.cluster import Cluster
 
 from airflow_provider_dispatch.dispatch import errors as dispatch_errors
+from airflow_provider_dispatch.dispatch import programs, vocabulary
 from airflow_provider_dispatch.dispatch.assessment import State
 from airflow_provider_dispatch.dispatch.errors import DispatchError, RefusedError
+from airflow_provider_dispatch.dispatch.fencing import ExecutionPods
+from airflow_provider_dispatch.dispatch.operations import Operations
 from airflow_provider_dispatch.get_provider_info import get_provider_info
+from airflow_provider_dispatch.hooks.checks import DrainCheck, drain_check
 from airflow_provider_dispatch.hooks.dispatch import (
     TRIGGERER_USER_AGENT,
     WORKER_USER_AGENT,
@@ -35,6 +42,8 @@ from airflow_provider_dispatch.hooks.errors import (
 from airflow_provider_dispatch.version_compat import MINIMUM_AIRFLOW, require_supported_airflow
 
 pytestmark = pytest.mark.airflow
+
+NOW = datetime(2026, 8, 21, 10, 5, tzinfo=UTC)
 
 
 @pytest.fixture
@@ -195,3 +204,28 @@ def test_every_module_the_provider_info_lists_imports() -> None:
     for module in modules:
         importlib.import_module(module)
     assert "connection-types" not in info  # the cncf `kubernetes` type is reused, never declared again
+
+
+def test_a_poke_reads_and_decides_as_remaining_pods_does() -> None:
+    """`drain_check` runs the core's `programs.drain`: after its one GET of the TrainJob, the same pod and node
+    reads as `programs.remaining_pods`, and the same report (a vanished pod on a lost node included)."""
+    terminating = pod("a", node="n2", deletion="2026-08-21T10:00:30Z")
+    runs = []
+    for program in (
+        drain_check(f"{NS}/{NAME}", Operations(), now=NOW),
+        programs.remaining_pods(f"{NS}/{NAME}", now=NOW),
+    ):
+        api = standard_api(admission="1")
+        held = api.get(vocabulary.TRAINJOB, NS, NAME)
+        assert held is not None
+        record = ExecutionPods(1, {"n1": ("p-0",)}).to_annotation()
+        held["metadata"].setdefault("annotations", {})[vocabulary.ANNOTATION_EXECUTION_PODS] = record
+        api.nodes["n1"] = node("n1", ready="Unknown")
+        api.pods.append(copy.deepcopy(terminating))
+        result = programs.drive(program, api.respond)
+        report = result.report if isinstance(result, DrainCheck) else result
+        runs.append((api.requests, report))
+    (check_requests, check_report), (remaining_requests, remaining_report) = runs
+    assert check_requests == remaining_requests
+    assert check_report == remaining_report
+    assert [p.name for p in check_report.remaining] == ["a", "p-0"]

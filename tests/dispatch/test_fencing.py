@@ -153,6 +153,9 @@ def test_assess_and_the_drain_report_see_the_vanished_pod() -> None:
     assert [p.name for p in status.remaining] == ["p-0"]
     assert "p-0 on n1 (Ready=Unknown)" in status.detail
     assert "deleted from the API" in status.detail
+    # a caller that already parsed the record (inspect) passes it; by default it is read off the TrainJob
+    assert assess(obj, jobset(), [], lost, execution_pods=execution_pods) == status
+    assert assess(obj, jobset(), [], lost, execution_pods=None).state is State.HELD
     selection = Selection(NS, "ft-7", "job-1", "s1")
     report = drain_report("ml/ft-7", selection, [], lost, "5", execution_pods=execution_pods)
     assert not report.drained

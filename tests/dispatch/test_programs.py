@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_dispatch.dispatch import programs
+from airflow_provider_dispatch.dispatch import assessment, fencing, programs
 from airflow_provider_dispatch.dispatch import vocabulary as v
-from airflow_provider_dispatch.dispatch.assessment import Execution, State
+from airflow_provider_dispatch.dispatch.assessment import Execution, State, drain_report
 from airflow_provider_dispatch.dispatch.errors import (
     AlreadyExistsError,
     ConflictError,
@@ -28,6 +28,7 @@ from airflow_provider_dispatch.dispatch.errors import (
     SuspensionNotObservedError,
     UnreachableError,
 )
+from airflow_provider_dispatch.dispatch.fencing import ExecutionPods
 from airflow_provider_dispatch.dispatch.programs import (
     ApiFailure,
     CreateObject,
@@ -780,6 +781,67 @@ def test_ceased(nodes: dict[str, dict[str, Any]], forbidden: bool, ceased: bool)
     api.nodes_forbidden = forbidden
     api.pods.append(pod("a", node="n2", deletion=TERMINATING))
     assert drive(programs.ceased(REF), api.respond) is ceased
+    assert api.writes() == []
+
+
+def lost_node_api() -> FakeApi:
+    """A held TrainJob whose hold recorded p-0 on n1, p-0 force-deleted since and n1 lost; a pod remains on n2."""
+    api = standard_api(admission="1")
+    annotations = live(api)["metadata"].setdefault("annotations", {})
+    annotations[v.ANNOTATION_EXECUTION_PODS] = ExecutionPods(1, {"n1": ("p-0",)}).to_annotation()
+    api.nodes["n1"] = node("n1", ready="Unknown")
+    api.nodes["n2"] = node("n2")
+    api.pods.append(pod("a", node="n2", deletion=TERMINATING))
+    return api
+
+
+def drain_reads(api: FakeApi) -> list[Request]:
+    return [r for r in api.requests if isinstance(r, GetNode) or (isinstance(r, ListObjects) and r.coords is v.POD)]
+
+
+def test_every_drain_check_reads_the_same_pods_and_nodes_and_finds_the_same_pods() -> None:
+    """release, inspect and remaining_pods all run `programs.drain`: one sequence of pod and node reads."""
+    runs: dict[str, tuple[list[Request], list[str]]] = {}
+    api = lost_node_api()
+    with pytest.raises(PodsRemainError) as refused:
+        drive(programs.release(REF), api.respond)
+    runs["release"] = (drain_reads(api), [p.name for p in refused.value.remaining])
+    api = lost_node_api()
+    status_ = drive(programs.inspect(REF), api.respond)
+    runs["inspect"] = (drain_reads(api), [p.name for p in status_.remaining])
+    api = lost_node_api()
+    report = drive(programs.remaining_pods(REF), api.respond)
+    runs["remaining_pods"] = (drain_reads(api), [p.name for p in report.remaining])
+    reads, names = runs["release"]
+    assert [r.describe() for r in reads if isinstance(r, GetNode)] == ["get nodes n2", "get nodes n1"]
+    assert names == ["a", "p-0"]
+    assert all(run == (reads, names) for run in runs.values()), runs
+
+
+def test_inspect_parses_the_hold_record_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The record `inspect` parsed for its node reads is the one `assess` judges by (not parsed again)."""
+    parsed: list[str] = []
+
+    def counting(trainjob: Any, admission: int, ref: str) -> ExecutionPods | None:
+        parsed.append(ref)
+        return fencing.recorded(trainjob, admission, ref)
+
+    monkeypatch.setattr(programs, "recorded", counting)
+    monkeypatch.setattr(assessment, "recorded", counting)
+    status_ = drive(programs.inspect(REF), lost_node_api().respond)
+    assert parsed == [REF]
+    assert [p.name for p in status_.remaining] == ["a", "p-0"]
+
+
+def test_a_drain_reports_its_verdict_as_drain_report_words_it() -> None:
+    api = lost_node_api()
+    execution_pods = fencing.recorded(live(api), 1, REF)
+    selection = Selection(NS, NAME, "job-1", "s1")
+    drained = drive(programs.drain(selection, ref=REF, execution_pods=execution_pods), api.respond)
+    expected = drain_report(
+        REF, selection, drained.read.pods, drained.nodes, drained.read.resource_version, execution_pods=execution_pods
+    )
+    assert drained.report(REF, now=None) == expected
     assert api.writes() == []
 
 

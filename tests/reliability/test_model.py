@@ -103,13 +103,11 @@ def test_negative_control_a_taint_on_a_running_machine_gives_an_overlap_the_chec
 def without_the_drain_check(monkeypatch: pytest.MonkeyPatch) -> None:
     """A broken dispatch: the drain check reads no pods and finds none remaining."""
 
-    def no_drain(
-        selection: Any, ref: str, strategy: Any, page_size: int, execution_pods: Any = None
-    ) -> Generator[Any, Any, Any]:
-        return programs._Drain(programs.PodRead((), "", "full"), {}, ())
+    def no_drain(selection: Any, **_: Any) -> Generator[Any, Any, Any]:
+        return programs.Drain(programs.PodRead((), "", "full"), {}, ())
         yield  # a generator, as the programs expect
 
-    monkeypatch.setattr(programs, "_drain", no_drain)
+    monkeypatch.setattr(programs, "drain", no_drain)
 
 
 @pytest.mark.usefixtures("without_the_drain_check")
