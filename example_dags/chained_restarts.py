@@ -32,64 +32,39 @@ Params: `namespace`, `name` (the job id, and the TrainJob names' prefix: `<name>
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 from airflow.providers.standard.operators.empty import EmptyOperator
-from airflow.sdk import DAG, Param, TaskGroup, TriggerRule, chain, get_current_context, task
+from airflow.sdk import Param, TaskGroup, TriggerRule, chain, get_current_context, task
 from airflow.sdk.exceptions import AirflowFailException
+
+# what the example DAGs share (dispatch_examples.py, beside this file; Airflow puts the DAG folder on sys.path)
+from dispatch_examples import KUBERNETES_CONN_ID, NAME, NAMESPACE, example_dag, runtime_param, trainjob_manifest
 
 from airflow_provider_dispatch.operators.trainjob import TrainJobHoldOperator, TrainJobOpenOperator
 from airflow_provider_dispatch.sensors.pods_drained import PodsDrainedSensor
 from airflow_provider_dispatch.sensors.trainjob_outcome import TrainJobOutcomeSensor
 
-#: dispatch's operators do not template their connection id, so it is fixed here
-KUBERNETES_CONN_ID = "kubernetes_default"
-#: a 409 (Trainer writing the TrainJob's status between dispatch's read and its admitting write) is retryable:
-#: the next try checks again. Refusals (AirflowFailException) are never retried.
-DEFAULT_ARGS = {"retries": 3, "retry_delay": timedelta(seconds=5)}
 #: task groups unrolled at parse time; the param `attempts` may use fewer
 ATTEMPTS = 3
 #: how long one training may run before its outcome sensor gives up (a failure of the run, not of training)
 TRAINING_TIMEOUT = timedelta(days=7)
 WAIT_TIMEOUT = timedelta(hours=1)
 
-MANIFEST = """
-apiVersion: trainer.kubeflow.org/v1alpha1
-kind: TrainJob
-metadata:
-  name: "{{ params.name }}-ATTEMPT"
-  namespace: "{{ params.namespace }}"
-  labels:
-    dispatch.phpboyscout.uk/job-id: "{{ params.name }}"
-    dispatch.phpboyscout.uk/submission: "ATTEMPT"
-spec:
-  runtimeRef:
-    name: "{{ params.runtime }}"
-    apiGroup: trainer.kubeflow.org
-    kind: ClusterTrainingRuntime
-  trainer:
-    numNodes: {{ params.num_nodes }}
-"""
-
 
 def trainjob_name(attempt: int) -> str:
     """The templated name of attempt `attempt`'s TrainJob."""
-    return "{{ params.name }}-" + str(attempt)
+    return f"{NAME}-{attempt}"
 
 
-with DAG(
+with example_dag(
     "chained_restarts",
-    schedule=None,
-    start_date=datetime(2026, 1, 1),
-    catchup=False,
-    default_args=DEFAULT_ARGS,
-    tags=["dispatch", "example"],
-    doc_md=__doc__,
+    __doc__,
     params={
         "namespace": Param("default", type="string", description="Namespace of the TrainJobs."),
         "name": Param("chained", type="string", description="Job id, and prefix of the TrainJob names."),
-        "runtime": Param("torch-distributed", type="string", description="ClusterTrainingRuntime to run."),
+        "runtime": runtime_param(),
         "num_nodes": Param(2, type="integer", minimum=1, description="Pods per TrainJob (one per node)."),
         "attempts": Param(ATTEMPTS, type="integer", minimum=1, maximum=ATTEMPTS, description="Attempts at most."),
     },
@@ -105,7 +80,7 @@ with DAG(
                 steps.append(
                     TrainJobHoldOperator(
                         task_id="hold_previous",
-                        namespace="{{ params.namespace }}",
+                        namespace=NAMESPACE,
                         name=trainjob_name(attempt - 1),
                         kubernetes_conn_id=KUBERNETES_CONN_ID,
                     )
@@ -113,7 +88,7 @@ with DAG(
                 steps.append(
                     PodsDrainedSensor(
                         task_id="previous_drained",
-                        namespace="{{ params.namespace }}",
+                        namespace=NAMESPACE,
                         name=trainjob_name(attempt - 1),
                         kubernetes_conn_id=KUBERNETES_CONN_ID,
                         deferrable=True,
@@ -123,7 +98,7 @@ with DAG(
             steps.append(
                 TrainJobOpenOperator(
                     task_id="open",
-                    manifest=MANIFEST.replace("ATTEMPT", str(attempt)),
+                    manifest=trainjob_manifest(name=trainjob_name(attempt), submission=str(attempt)),
                     kubernetes_conn_id=KUBERNETES_CONN_ID,
                     on_pods_remaining="wait",
                     deferrable=True,
@@ -133,7 +108,7 @@ with DAG(
             steps.append(
                 TrainJobOutcomeSensor(
                     task_id="outcome",
-                    namespace="{{ params.namespace }}",
+                    namespace=NAMESPACE,
                     name=trainjob_name(attempt),
                     admission="{{ ti.xcom_pull(task_ids='" + prefix + "open')['admission'] }}",
                     kubernetes_conn_id=KUBERNETES_CONN_ID,

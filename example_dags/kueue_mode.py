@@ -34,10 +34,13 @@ Params: `namespace`, `name` (a new TrainJob: the DAG opens it), `queue`, `runtim
 from __future__ import annotations
 
 import logging
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
-from airflow.sdk import DAG, Param, PokeReturnValue, get_current_context, task
+from airflow.sdk import Param, PokeReturnValue, get_current_context, task
+
+# what the example DAGs share (dispatch_examples.py, beside this file; Airflow puts the DAG folder on sys.path)
+from dispatch_examples import KUBERNETES_CONN_ID, NAME, NAMESPACE, example_dag, runtime_param, trainjob_manifest
 
 from airflow_provider_dispatch.dispatch.assessment import State, Status
 from airflow_provider_dispatch.dispatch.validation import parse_ref
@@ -49,32 +52,11 @@ from airflow_provider_dispatch.operators.trainjob import (
     TrainJobReleaseOperator,
 )
 
-#: dispatch's operators do not template their connection id, so it is fixed here
-KUBERNETES_CONN_ID = "kubernetes_default"
-#: a 409 (Trainer writing the TrainJob's status between dispatch's read and its admitting write) is retryable:
-#: the next try checks again. Refusals (AirflowFailException) are never retried.
-DEFAULT_ARGS = {"retries": 3, "retry_delay": timedelta(seconds=5)}
 WAIT_TIMEOUT = timedelta(hours=1)
 log = logging.getLogger(__name__)
 
-MANIFEST = """
-apiVersion: trainer.kubeflow.org/v1alpha1
-kind: TrainJob
-metadata:
-  name: "{{ params.name }}"
-  namespace: "{{ params.namespace }}"
-  labels:
-    dispatch.phpboyscout.uk/job-id: "{{ params.name }}"
-    dispatch.phpboyscout.uk/submission: "1"
-    kueue.x-k8s.io/queue-name: "{{ params.queue }}"
-spec:
-  runtimeRef:
-    name: "{{ params.runtime }}"
-    apiGroup: trainer.kubeflow.org
-    kind: ClusterTrainingRuntime
-  trainer:
-    numNodes: {{ params.num_nodes }}
-"""
+#: in a LocalQueue: the label makes the TrainJob Kueue's to admit
+MANIFEST = trainjob_manifest(labels={"kueue.x-k8s.io/queue-name": "{{ params.queue }}"})
 
 
 def current_status() -> Status:
@@ -99,19 +81,15 @@ def show_wait_reason(status: Status) -> list[str]:
     return seen
 
 
-with DAG(
+with example_dag(
     "kueue_mode",
-    schedule=None,
-    start_date=datetime(2026, 1, 1),
-    catchup=False,
-    default_args=DEFAULT_ARGS,
-    tags=["dispatch", "example", "kueue"],
-    doc_md=__doc__,
+    __doc__,
+    tags=("kueue",),
     params={
         "namespace": Param("default", type="string", description="Namespace of the TrainJob and its LocalQueue."),
         "name": Param("queued", type="string", description="Name of the TrainJob the DAG opens (a new one)."),
         "queue": Param("user-queue", type="string", description="The LocalQueue (kueue.x-k8s.io/queue-name)."),
-        "runtime": Param("torch-distributed", type="string", description="ClusterTrainingRuntime to run."),
+        "runtime": runtime_param(),
         "num_nodes": Param(2, type="integer", minimum=1, description="Pods of the TrainJob (one per node)."),
     },
 ) as kueue_mode:
@@ -142,17 +120,9 @@ with DAG(
         summary: dict[str, Any] = {"state": status.state.value, "cause": status.cause, "detail": status.detail}
         return PokeReturnValue(is_done=True, xcom_value=summary)
 
-    hold = TrainJobHoldOperator(
-        task_id="hold",
-        namespace="{{ params.namespace }}",
-        name="{{ params.name }}",
-        kubernetes_conn_id=KUBERNETES_CONN_ID,
-    )
+    hold = TrainJobHoldOperator(task_id="hold", namespace=NAMESPACE, name=NAME, kubernetes_conn_id=KUBERNETES_CONN_ID)
     release = TrainJobReleaseOperator(
-        task_id="release",
-        namespace="{{ params.namespace }}",
-        name="{{ params.name }}",
-        kubernetes_conn_id=KUBERNETES_CONN_ID,
+        task_id="release", namespace=NAMESPACE, name=NAME, kubernetes_conn_id=KUBERNETES_CONN_ID
     )
 
     admitted = wait_admitted.override(task_id="wait_admitted")("open")

@@ -31,7 +31,7 @@ What it needs:
   `kubernetes_default` connection pointing at the kubeconfig it writes (docs: quickstart, drill). At least two
   nodes (the lab has three) and the default runtime `torch-distributed` (`dispatch demo` creates it; with
   `dispatch lab serve`, create it as the quickstart shows);
-* the connection `kubernetes_default` (KUBERNETES_CONN_ID below) for dispatch's operators and sensors, and
+* the connection `kubernetes_default` (KUBERNETES_CONN_ID) for dispatch's operators and sensors, and
   `chaos_conn_id` (a param, default the same connection) for the steps that freeze a node: with the lab's RBAC
   on, `kubernetes_default` is the least-privilege `writer` and the chaos steps need an identity that may patch
   Nodes (the demo's `lab_admin`).
@@ -45,11 +45,13 @@ from __future__ import annotations
 
 import json
 import logging
-from datetime import datetime, timedelta
 from typing import Any
 
 from airflow.providers.cncf.kubernetes.hooks.kubernetes import KubernetesHook
-from airflow.sdk import DAG, Param, PokeReturnValue, get_current_context, task
+from airflow.sdk import Param, PokeReturnValue, get_current_context, task
+
+# what the example DAGs share (dispatch_examples.py, beside this file; Airflow puts the DAG folder on sys.path)
+from dispatch_examples import KUBERNETES_CONN_ID, NAME, NAMESPACE, example_dag, runtime_param, trainjob_manifest
 
 from airflow_provider_dispatch.hooks.errors import airflow_errors
 from airflow_provider_dispatch.lab import drill
@@ -60,50 +62,25 @@ from airflow_provider_dispatch.operators.trainjob import (
 )
 from airflow_provider_dispatch.sensors.pods_drained import PodsDrainedSensor
 
-#: dispatch's operators and sensors do not template their connection id, so it is fixed here
-KUBERNETES_CONN_ID = "kubernetes_default"
-#: a 409 (Trainer writing the TrainJob's status between dispatch's read and its admitting write) is retryable:
-#: the next try checks again. Refusals (AirflowFailException) are never retried.
-DEFAULT_ARGS = {"retries": 3, "retry_delay": timedelta(seconds=5)}
 #: a wait that outlasts the drill by far: its timeout bounds a broken lab, not the drill
 WAIT_TIMEOUT = 1800.0
 log = logging.getLogger(__name__)
 
-MANIFEST = """
-apiVersion: trainer.kubeflow.org/v1alpha1
-kind: TrainJob
-metadata:
-  name: "{{ params.name }}"
-  namespace: "{{ params.namespace }}"
-  labels:
-    dispatch.phpboyscout.uk/job-id: "{{ params.name }}"
-    dispatch.phpboyscout.uk/submission: "1"
-spec:
-  runtimeRef:
-    name: "{{ params.runtime }}"
-    apiGroup: trainer.kubeflow.org
-    kind: ClusterTrainingRuntime
-  trainer:
-    numNodes: {{ params.num_nodes }}
-"""
+MANIFEST = trainjob_manifest()
 
 
 def _api(conn_id: str) -> Any:
     return KubernetesHook(conn_id=conn_id).api_client
 
 
-with DAG(
+with example_dag(
     "lost_node_drill",
-    schedule=None,
-    start_date=datetime(2026, 1, 1),
-    catchup=False,
-    default_args=DEFAULT_ARGS,
-    tags=["dispatch", "example", "lab-only"],
-    doc_md=__doc__,
+    __doc__,
+    tags=("lab-only",),
     params={
         "namespace": Param("default", type="string", description="Namespace of the drill's TrainJob."),
         "name": Param("drill", type="string", description="Name of the TrainJob the drill opens (a new one)."),
-        "runtime": Param("torch-distributed", type="string", description="ClusterTrainingRuntime to run."),
+        "runtime": runtime_param(),
         "num_nodes": Param(2, type="integer", minimum=2, description="Pods of the TrainJob (one per node)."),
         "fence_after_seconds": Param(
             60, type="number", minimum=0, description="Lab seconds the node stays not Ready before it is fenced."
@@ -162,17 +139,12 @@ with DAG(
         )
         return {**target, "fence_after_seconds": fence_after}
 
-    hold = TrainJobHoldOperator(
-        task_id="hold",
-        namespace="{{ params.namespace }}",
-        name="{{ params.name }}",
-        kubernetes_conn_id=KUBERNETES_CONN_ID,
-    )
+    hold = TrainJobHoldOperator(task_id="hold", namespace=NAMESPACE, name=NAME, kubernetes_conn_id=KUBERNETES_CONN_ID)
 
     wait_ceased = PodsDrainedSensor(
         task_id="wait_ceased",
-        namespace="{{ params.namespace }}",
-        name="{{ params.name }}",
+        namespace=NAMESPACE,
+        name=NAME,
         kubernetes_conn_id=KUBERNETES_CONN_ID,
         accept_ceased=True,
         deferrable=True,
@@ -181,8 +153,8 @@ with DAG(
 
     release = TrainJobReleaseOperator(
         task_id="release",
-        namespace="{{ params.namespace }}",
-        name="{{ params.name }}",
+        namespace=NAMESPACE,
+        name=NAME,
         kubernetes_conn_id=KUBERNETES_CONN_ID,
         on_pods_remaining="wait",
         deferrable=True,

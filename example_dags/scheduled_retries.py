@@ -22,43 +22,31 @@ period on reachable nodes; raise them for longer graces.
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import timedelta
 
-from airflow.sdk import DAG, Param
+from airflow.sdk import Param
+
+# what the example DAGs share (dispatch_examples.py, beside this file; Airflow puts the DAG folder on sys.path)
+from dispatch_examples import KUBERNETES_CONN_ID, NAME, NAMESPACE, example_dag
 
 from airflow_provider_dispatch.operators.trainjob import TrainJobHoldOperator, TrainJobReleaseOperator
 
-#: dispatch's operators do not template their connection id, so it is fixed here
-KUBERNETES_CONN_ID = "kubernetes_default"
-#: a 409 (Trainer writing the TrainJob's status between dispatch's read and its admitting write) is retryable:
-#: the next try checks again. Refusals (AirflowFailException) are never retried.
-DEFAULT_ARGS = {"retries": 3, "retry_delay": timedelta(seconds=5)}
 RETRIES = 36
 RETRY_DELAY = timedelta(seconds=5)
 
-with DAG(
+with example_dag(
     "scheduled_retries",
-    schedule=None,
-    start_date=datetime(2026, 1, 1),
-    catchup=False,
-    default_args=DEFAULT_ARGS,
-    tags=["dispatch", "example"],
-    doc_md=__doc__,
+    __doc__,
     params={
         "namespace": Param("default", type="string", description="Namespace of the TrainJob."),
         "name": Param("quickstart", type="string", description="Name of the running TrainJob to restart."),
     },
 ) as scheduled_retries:
-    hold = TrainJobHoldOperator(
-        task_id="hold",
-        namespace="{{ params.namespace }}",
-        name="{{ params.name }}",
-        kubernetes_conn_id=KUBERNETES_CONN_ID,
-    )
+    hold = TrainJobHoldOperator(task_id="hold", namespace=NAMESPACE, name=NAME, kubernetes_conn_id=KUBERNETES_CONN_ID)
     release = TrainJobReleaseOperator(
         task_id="release",
-        namespace="{{ params.namespace }}",
-        name="{{ params.name }}",
+        namespace=NAMESPACE,
+        name=NAME,
         kubernetes_conn_id=KUBERNETES_CONN_ID,
         on_pods_remaining="retry",
         retries=RETRIES,

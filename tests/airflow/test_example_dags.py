@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import json
+import sys
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -111,9 +112,12 @@ def cluster_lab() -> Iterator[ClusterLab]:
 
 @pytest.fixture(scope="module")
 def example_dags(airflow_env: Any) -> dict[str, Any]:
-    """The DAG objects of example_dags/, each module imported once (dag.test runs these objects)."""
+    """The DAG objects of example_dags/, each module imported once (dag.test runs these objects). The folder
+    goes on `sys.path` first, as Airflow puts a bundle's folder there: the DAGs import `dispatch_examples`."""
     from airflow.sdk import DAG
 
+    if str(EXAMPLE_DAGS) not in sys.path:
+        sys.path.append(str(EXAMPLE_DAGS))
     found: dict[str, Any] = {}
     for path in sorted(EXAMPLE_DAGS.glob("*.py")):
         spec = importlib.util.spec_from_file_location(f"dispatch_example_{path.stem}", path)

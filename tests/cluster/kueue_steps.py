@@ -22,11 +22,14 @@ from airflow_provider_dispatch.lab.controllers.kueue import constants as k
 from airflow_provider_dispatch.lab.controllers.kueue.scenario import QueueSetup, SyncKueueScenario
 from airflow_provider_dispatch.lab.runtime import Lab
 
+from .nodes_support import ZONE_LABEL
 from .waiting import wait_for
 from .workload_steps import TRAINER, Workloads, unique
 
 Obj = dict[str, Any]
 KUEUE = ("kueue.x-k8s.io", "v1beta2")
+#: the Kueue kinds that live in a namespace (the others are cluster-scoped)
+NAMESPACED = frozenset({"workloads"})
 RUNTIME = "kueue-torch"
 
 
@@ -50,7 +53,76 @@ def kueue_patch(trainjob: Obj) -> Obj:
     return next(p for p in trainjob["spec"].get("runtimePatches") or () if p["manager"] == k.RUNTIME_PATCH_MANAGER)
 
 
-class Kueue(Workloads):
+class KueueObjects(Workloads):
+    """The official clients in one namespace, with Kueue's own objects: Workloads here, and the cluster-scoped
+    ClusterQueues and AdmissionChecks. The cluster tests (`Kueue`) and the admission check controller's tests
+    (`kueue.support.Steps`) read and wait on them alike."""
+
+    def zone_runtime(self, zone: str) -> str:
+        """A runtime whose pods each ask for a whole 8-cpu node of `zone` (a zone of the test's own, so that
+        quota and placement are the test's alone), with a 30 s grace period."""
+        name = unique("rt")
+        body = manifests.cluster_training_runtime(name, grace_seconds=30)
+        pod_spec = body["spec"]["template"]["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
+        pod_spec["containers"][0]["resources"] = {"requests": {"cpu": "8"}}
+        pod_spec["nodeSelector"] = {ZONE_LABEL: zone}
+        self.create_runtime(body)
+        return name
+
+    def workload_name(self, trainjob: str, timeout: float = 30.0) -> str:
+        """The Workload Kueue made for the TrainJob (the one it owns), once there is one."""
+        uid = self.trainjob(trainjob)["metadata"]["uid"]
+
+        def owned(wl: Obj | None) -> bool:
+            refs = ((wl or {}).get("metadata") or {}).get("ownerReferences") or ()
+            return any(ref.get("uid") == uid for ref in refs)
+
+        found = self._wait_kueue("workloads", None, owned, timeout)
+        return str(found["metadata"]["name"])
+
+    def workload(self, name: str) -> Obj:
+        return self._get_kueue("workloads", name)
+
+    def wait_workload(self, name: str, predicate: Callable[[Obj | None], bool], timeout: float = 30.0) -> Obj:
+        return self._wait_kueue("workloads", name, predicate, timeout)
+
+    def patch_workload(self, name: str, body: Obj) -> Obj:
+        patched: Obj = self.custom.patch_namespaced_custom_object(*KUEUE, self.namespace, "workloads", name, body)
+        return patched
+
+    def cluster_queue(self, name: str) -> Obj:
+        return self._get_kueue("clusterqueues", name)
+
+    def wait_cluster_queue(self, name: str, predicate: Callable[[Obj | None], bool], timeout: float = 30.0) -> Obj:
+        return self._wait_kueue("clusterqueues", name, predicate, timeout)
+
+    def admission_check(self, name: str) -> Obj:
+        return self._get_kueue("admissionchecks", name)
+
+    def wait_admission_check(self, name: str, predicate: Callable[[Obj | None], bool], timeout: float = 30.0) -> Obj:
+        return self._wait_kueue("admissionchecks", name, predicate, timeout)
+
+    def _get_kueue(self, plural: str, name: str) -> Obj:
+        """One object of a kind of Kueue's: a Workload in this namespace, the other kinds cluster-wide."""
+        if plural in NAMESPACED:
+            found: Obj = self.custom.get_namespaced_custom_object(*KUEUE, self.namespace, plural, name)
+        else:
+            found = self.custom.get_cluster_custom_object(*KUEUE, plural, name)
+        return found
+
+    def _wait_kueue(self, plural: str, name: str | None, predicate: Callable[[Any], bool], timeout: float) -> Obj:
+        """`waiting.wait_for` on a kind of Kueue's: Workloads in this namespace, the other kinds cluster-wide."""
+        if plural in NAMESPACED:
+            list_fn, scope = self.custom.list_namespaced_custom_object, {"namespace": self.namespace}
+        else:
+            list_fn, scope = self.custom.list_cluster_custom_object, {}
+        found: Obj = wait_for(
+            list_fn, name, predicate, timeout=timeout, group=KUEUE[0], version=KUEUE[1], plural=plural, **scope
+        )
+        return found
+
+
+class Kueue(KueueObjects):
     """The official clients in one namespace, plus the Kueue scenario controls of the lab."""
 
     def __init__(self, api: kubernetes.client.ApiClient, namespace: str, lab: Lab) -> None:
@@ -94,64 +166,6 @@ class Kueue(Workloads):
         trainjob["metadata"]["labels"].update(labels or {})
         self.create_trainjob(trainjob)
         return name
-
-    # --- Workloads ---------------------------------------------------------------------------------------------
-
-    def workload_name(self, trainjob: str, timeout: float = 30.0) -> str:
-        uid = self.trainjob(trainjob)["metadata"]["uid"]
-
-        def owned(wl: Obj | None) -> bool:
-            refs = ((wl or {}).get("metadata") or {}).get("ownerReferences") or ()
-            return any(ref.get("uid") == uid for ref in refs)
-
-        found = wait_for(
-            self.custom.list_namespaced_custom_object,
-            None,
-            owned,
-            timeout=timeout,
-            group=KUEUE[0],
-            version=KUEUE[1],
-            namespace=self.namespace,
-            plural="workloads",
-        )
-        return str(found["metadata"]["name"])
-
-    def workload(self, name: str) -> Obj:
-        found: Obj = self.custom.get_namespaced_custom_object(*KUEUE, self.namespace, "workloads", name)
-        return found
-
-    def wait_workload(self, name: str, predicate: Callable[[Obj | None], bool], timeout: float = 30.0) -> Obj:
-        found: Obj = wait_for(
-            self.custom.list_namespaced_custom_object,
-            name,
-            predicate,
-            timeout=timeout,
-            group=KUEUE[0],
-            version=KUEUE[1],
-            namespace=self.namespace,
-            plural="workloads",
-        )
-        return found
-
-    def patch_workload(self, name: str, body: Obj) -> Obj:
-        patched: Obj = self.custom.patch_namespaced_custom_object(*KUEUE, self.namespace, "workloads", name, body)
-        return patched
-
-    def cluster_queue(self, name: str) -> Obj:
-        found: Obj = self.custom.get_cluster_custom_object(*KUEUE, "clusterqueues", name)
-        return found
-
-    def wait_cluster_queue(self, name: str, predicate: Callable[[Obj | None], bool], timeout: float = 30.0) -> Obj:
-        found: Obj = wait_for(
-            self.custom.list_cluster_custom_object,
-            name,
-            predicate,
-            timeout=timeout,
-            group=KUEUE[0],
-            version=KUEUE[1],
-            plural="clusterqueues",
-        )
-        return found
 
     # --- Trainer's part ----------------------------------------------------------------------------------------
 

@@ -27,7 +27,7 @@ from airflow_provider_dispatch.lab.runtime import Lab
 from airflow_provider_dispatch.lab.scenario import Scenario
 
 from .kueue_steps import Kueue, checks, condition, has, kueue_patch
-from .nodes_support import ZONE_LABEL, Zone
+from .nodes_support import Zone
 from .workload_steps import trainjob_selector, unique
 
 CONTROLLERS = [*WORKLOAD_CONTROLLERS, *NODE_CONTROLLERS, *KUEUE_CONTROLLERS]
@@ -48,23 +48,12 @@ def kueue(cluster_api: kubernetes.client.ApiClient, cluster_namespace: str, clus
     steps.close()
 
 
-def _zone_runtime(kueue: Kueue, zone: Zone) -> str:
-    """A runtime whose pods ask for a whole 8-cpu node of the zone, with a 30 s grace period."""
-    name = unique("rt")
-    body = manifests.cluster_training_runtime(name, grace_seconds=30)
-    pod_spec = body["spec"]["template"]["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
-    pod_spec["containers"][0]["resources"] = {"requests": {"cpu": "8"}}
-    pod_spec["nodeSelector"] = {ZONE_LABEL: zone.name}
-    kueue.create_runtime(body)
-    return name
-
-
 def _queued(kueue: Kueue, zone: Zone, **queue_options: Any) -> tuple[str, str, tuple[str, ...], dict[str, Any]]:
     """Nodes a, b, c of the zone; a queue with quota for one TrainJob of two such pods; the TrainJob."""
     for node in ("a", "b", "c"):
         zone.node(node, cpu="8")
     setup = kueue.queues(cpu="16", **queue_options)
-    runtime = _zone_runtime(kueue, zone)
+    runtime = kueue.zone_runtime(zone.name)
     name = unique("tj")
     body = manifests.trainjob(name, queue=setup.local_queue, runtime=runtime, num_nodes=2, suspend=False)
     labels = {LABEL_JOB_ID: name, LABEL_SUBMISSION: "1", POD_LABEL_ADMISSION: "1"}  # as dispatch's patch would

@@ -16,15 +16,14 @@ from __future__ import annotations
 
 import asyncio
 import threading
-import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import kubernetes
 from aiohttp import web
-from cluster.waiting import wait_for
-from cluster.workload_steps import Workloads, trainjob_selector
+from cluster.kueue_steps import KueueObjects, condition
+from cluster.workload_steps import trainjob_selector, unique
 
 from airflow_provider_dispatch.dispatch import vocabulary as v
 from airflow_provider_dispatch.kueue.controller import AdmissionController, ControllerOptions
@@ -40,13 +39,7 @@ from airflow_provider_dispatch.lab.server import USER_KEY
 Obj = dict[str, Any]
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 CONTROLLER_USER = LabRbac.username_of("controller")
-KUEUE = ("kueue.x-k8s.io", "v1beta2")
-TRAINER = ("trainer.kubeflow.org", "v1alpha1")
 ZONE_LABEL = "topology.kubernetes.io/zone"
-
-
-def unique(prefix: str) -> str:
-    return f"{prefix}-{uuid.uuid4().hex[:8]}"
 
 
 # --- the controller's traffic ------------------------------------------------------------------------------------
@@ -234,13 +227,6 @@ def workload_status_prefix(namespace: str) -> str:
 # --- the steps ---------------------------------------------------------------------------------------------------
 
 
-def condition(obj: Obj | None, kind: str) -> Obj | None:
-    for entry in ((obj or {}).get("status") or {}).get("conditions") or ():
-        if entry.get("type") == kind:
-            return dict(entry)
-    return None
-
-
 def is_true(obj: Obj | None, kind: str) -> bool:
     found = condition(obj, kind)
     return found is not None and found.get("status") == "True"
@@ -257,7 +243,7 @@ def admission_of(trainjob: Obj) -> str | None:
     return (trainjob["metadata"].get("annotations") or {}).get(v.ANNOTATION_ADMISSION)
 
 
-class Steps(Workloads):
+class Steps(KueueObjects):
     """The official clients in one namespace, nodes of a zone of the test's own, and Kueue's scenario controls."""
 
     def __init__(self, api: kubernetes.client.ApiClient, namespace: str, lab: Lab, scenario: Scenario) -> None:
@@ -277,13 +263,7 @@ class Steps(Workloads):
 
     def runtime(self) -> str:
         """Pods of a whole 8-cpu node of this zone each, with a 30 s grace period."""
-        name = unique("rt")
-        body = manifests.cluster_training_runtime(name, grace_seconds=30)
-        pod_spec = body["spec"]["template"]["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
-        pod_spec["containers"][0]["resources"] = {"requests": {"cpu": "8"}}
-        pod_spec["nodeSelector"] = {ZONE_LABEL: self.zone}
-        self.create_runtime(body)
-        return name
+        return self.zone_runtime(self.zone)
 
     def queues(self, *, check: bool = True, activate: bool = False, **options: Any) -> QueueSetup:
         """A ClusterQueue with quota for one TrainJob of two pods and our AdmissionCheck (not Active unless
@@ -310,57 +290,6 @@ class Steps(Workloads):
         self.create_trainjob(body)
         return name
 
-    def workload_name(self, trainjob: str, timeout: float = 30.0) -> str:
-        uid = self.trainjob(trainjob)["metadata"]["uid"]
-
-        def owned(wl: Obj | None) -> bool:
-            return any(ref.get("uid") == uid for ref in ((wl or {}).get("metadata") or {}).get("ownerReferences") or ())
-
-        found = wait_for(
-            self.custom.list_namespaced_custom_object,
-            None,
-            owned,
-            timeout=timeout,
-            group=KUEUE[0],
-            version=KUEUE[1],
-            namespace=self.namespace,
-            plural="workloads",
-        )
-        return str(found["metadata"]["name"])
-
-    def workload(self, name: str) -> Obj:
-        found: Obj = self.custom.get_namespaced_custom_object(*KUEUE, self.namespace, "workloads", name)
-        return found
-
-    def wait_workload(self, name: str, predicate: Callable[[Obj | None], bool], timeout: float = 30.0) -> Obj:
-        found: Obj = wait_for(
-            self.custom.list_namespaced_custom_object,
-            name,
-            predicate,
-            timeout=timeout,
-            group=KUEUE[0],
-            version=KUEUE[1],
-            namespace=self.namespace,
-            plural="workloads",
-        )
-        return found
-
-    def admission_check(self, name: str) -> Obj:
-        found: Obj = self.custom.get_cluster_custom_object(*KUEUE, "admissionchecks", name)
-        return found
-
-    def wait_admission_check(self, name: str, predicate: Callable[[Obj | None], bool], timeout: float = 30.0) -> Obj:
-        found: Obj = wait_for(
-            self.custom.list_cluster_custom_object,
-            name,
-            predicate,
-            timeout=timeout,
-            group=KUEUE[0],
-            version=KUEUE[1],
-            plural="admissionchecks",
-        )
-        return found
-
     def update_trainjob_metadata(self, name: str, annotations: dict[str, str], attempts: int = 8) -> Obj:
         """Set annotations on the TrainJob (read, change, replace; again on a 409, as Trainer writes it too)."""
         for attempt in range(attempts):
@@ -372,18 +301,6 @@ class Steps(Workloads):
                 if error.status != 409 or attempt == attempts - 1:
                     raise
         raise AssertionError("unreachable")
-
-    def wait_cluster_queue(self, name: str, predicate: Callable[[Obj | None], bool], timeout: float = 30.0) -> Obj:
-        found: Obj = wait_for(
-            self.custom.list_cluster_custom_object,
-            name,
-            predicate,
-            timeout=timeout,
-            group=KUEUE[0],
-            version=KUEUE[1],
-            plural="clusterqueues",
-        )
-        return found
 
     def running_pods(self, trainjob: str, count: int = 2, timeout: float = 30.0) -> list[Any]:
         def running(pods: list[Any]) -> bool:

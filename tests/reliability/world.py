@@ -376,40 +376,36 @@ class World:
         if state == "powered-off":
             node.mistaken = False  # a taint put on by mistake is now true: the machine is off
 
-    def rule_freeze(self, step: Step, outcomes: list[Outcome]) -> bool:
+    def _machine_fails(self, step: Step, state: str) -> bool:
+        """The node's machine goes silent in `state` (frozen, lost, not-ready), where P lets it fail."""
         node = self._node(step)
-        if not self._may_fail(node) or node.machine == "frozen":
+        if not self._may_fail(node) or node.machine == state:
             return False
-        self._set_machine(node, "frozen")
+        self._set_machine(node, state)
         return True
+
+    def _machine_switches(self, step: Step, state: str) -> bool:
+        """The node's machine is switched to `state` (ready: rebooted; powered-off), whatever it was doing."""
+        node = self._node(step)
+        if node.deleted or node.machine == state:
+            return False
+        self._set_machine(node, state)
+        return True
+
+    def rule_freeze(self, step: Step, outcomes: list[Outcome]) -> bool:
+        return self._machine_fails(step, "frozen")
 
     def rule_lose(self, step: Step, outcomes: list[Outcome]) -> bool:
-        node = self._node(step)
-        if not self._may_fail(node) or node.machine == "lost":
-            return False
-        self._set_machine(node, "lost")
-        return True
+        return self._machine_fails(step, "lost")
 
     def rule_not_ready(self, step: Step, outcomes: list[Outcome]) -> bool:
-        node = self._node(step)
-        if not self._may_fail(node) or node.machine == "not-ready":
-            return False
-        self._set_machine(node, "not-ready")
-        return True
+        return self._machine_fails(step, "not-ready")
 
     def rule_recover(self, step: Step, outcomes: list[Outcome]) -> bool:
-        node = self._node(step)
-        if node.deleted or node.machine == "ready":
-            return False
-        self._set_machine(node, "ready")
-        return True
+        return self._machine_switches(step, "ready")
 
     def rule_power_off(self, step: Step, outcomes: list[Outcome]) -> bool:
-        node = self._node(step)
-        if node.deleted or node.machine == "powered-off":
-            return False
-        self._set_machine(node, "powered-off")
-        return True
+        return self._machine_switches(step, "powered-off")
 
     def _fence(self, node: NodeModel, effect: str) -> None:
         """The operator's procedure: confirm the machine is off (power it off), then taint (k8s-apis §5.4)."""
@@ -503,18 +499,26 @@ class World:
 
     # --- the hostile user -----------------------------------------------------------------------------------
 
+    def _hostile_read(self, obj: ObjectModel) -> Obj | None:
+        """The TrainJob as the hostile user reads it to replace it (a copy without its status), or None where
+        the read fails: the user then gives up this step."""
+        try:
+            live = self.hostile.get_namespaced_custom_object(*TRAINER, NAMESPACE, "trainjobs", obj.name)
+        except ApiException:
+            return None
+        body: Obj = copy.deepcopy(live)
+        body.pop("status", None)
+        return body
+
     def rule_rewrite_patch(self, step: Step, outcomes: list[Outcome]) -> bool:
         """Rewrite runtime patches of a held TrainJob by hand, as any user with update rights could."""
         obj = self._obj(step)
         if not obj.exists or obj.suspended is not True:
             return False
         variant = str(step.get("variant"))
-        try:
-            live = self.hostile.get_namespaced_custom_object(*TRAINER, NAMESPACE, "trainjobs", obj.name)
-        except ApiException:
+        body = self._hostile_read(obj)
+        if body is None:
             return False
-        body = copy.deepcopy(live)
-        body.pop("status", None)
         patches: list[Obj] = body["spec"].setdefault("runtimePatches", [])
         ours = [p for p in patches if p.get("manager") == v.RUNTIME_PATCH_MANAGER]
         if variant == "alter-dispatch" and ours:
@@ -545,12 +549,9 @@ class World:
 
     def _remove_identity_claims(self, obj: ObjectModel) -> bool:
         """Drop every runtime patch but dispatch's that sets an identity label; True when one was dropped."""
-        try:
-            live = self.hostile.get_namespaced_custom_object(*TRAINER, NAMESPACE, "trainjobs", obj.name)
-        except ApiException:
+        body = self._hostile_read(obj)
+        if body is None:
             return False
-        body = copy.deepcopy(live)
-        body.pop("status", None)
         patches: list[Obj] = body["spec"].get("runtimePatches") or []
         kept = [
             patch

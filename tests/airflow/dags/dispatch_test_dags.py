@@ -8,6 +8,7 @@ intervals are short because the tests drive the cluster themselves; real DAGs ke
 from __future__ import annotations
 
 from datetime import datetime, timedelta
+from typing import TypedDict
 
 from airflow.sdk import DAG
 
@@ -19,11 +20,27 @@ from airflow_provider_dispatch.operators.trainjob import (
 from airflow_provider_dispatch.sensors.pods_drained import PodsDrainedSensor
 from airflow_provider_dispatch.sensors.trainjob_outcome import TrainJobOutcomeSensor
 
-NAMESPACE = "{{ dag_run.conf['namespace'] }}"
-NAME = "{{ dag_run.conf['name'] }}"
 START = datetime(2026, 1, 1)
 #: the trigger's safety-net re-check, far away: a test that passes shows the watch did the waking
 NO_PERIODIC_RECHECK = 3600.0
+
+
+class Target(TypedDict):
+    """The templated fields that name the TrainJob: from the run's conf."""
+
+    namespace: str
+    name: str
+
+
+class Deferred(TypedDict):
+    """Deferred to the triggerer, whose periodic re-check is out of reach: only the watch can wake the task."""
+
+    deferrable: bool
+    recheck_interval: float
+
+
+CONF_TRAINJOB = Target(namespace="{{ dag_run.conf['namespace'] }}", name="{{ dag_run.conf['name'] }}")
+WATCH_ONLY = Deferred(deferrable=True, recheck_interval=NO_PERIODIC_RECHECK)
 
 
 def _dag(dag_id: str, **kwargs: object) -> DAG:
@@ -31,34 +48,22 @@ def _dag(dag_id: str, **kwargs: object) -> DAG:
 
 
 with _dag("dispatch_hold") as dispatch_hold:
-    TrainJobHoldOperator(task_id="hold", namespace=NAMESPACE, name=NAME)
+    TrainJobHoldOperator(task_id="hold", **CONF_TRAINJOB)
 
 with _dag("dispatch_release_retry") as dispatch_release_retry:
     TrainJobReleaseOperator(
-        task_id="release",
-        namespace=NAMESPACE,
-        name=NAME,
-        on_pods_remaining="retry",
-        retries=2,
-        retry_delay=timedelta(0),
+        task_id="release", **CONF_TRAINJOB, on_pods_remaining="retry", retries=2, retry_delay=timedelta(0)
     )
 
 with _dag("dispatch_release_wait_deferrable") as dispatch_release_wait_deferrable:
     TrainJobReleaseOperator(
-        task_id="release",
-        namespace=NAMESPACE,
-        name=NAME,
-        on_pods_remaining="wait",
-        deferrable=True,
-        wait_timeout=120,
-        recheck_interval=NO_PERIODIC_RECHECK,
+        task_id="release", **CONF_TRAINJOB, on_pods_remaining="wait", wait_timeout=120, **WATCH_ONLY
     )
 
 with _dag("dispatch_release_wait_polling") as dispatch_release_wait_polling:
     TrainJobReleaseOperator(
         task_id="release",
-        namespace=NAMESPACE,
-        name=NAME,
+        **CONF_TRAINJOB,
         on_pods_remaining="wait",
         deferrable=False,
         poke_interval=0.2,
@@ -70,44 +75,26 @@ with _dag("dispatch_open", render_template_as_native_obj=True) as dispatch_open:
         task_id="open",
         manifest="{{ dag_run.conf['manifest'] }}",
         on_pods_remaining="wait",
-        deferrable=True,
         observe_timeout=60,
-        recheck_interval=NO_PERIODIC_RECHECK,
+        **WATCH_ONLY,
     )
 
 with _dag("dispatch_drained_poke_timeout") as dispatch_drained_poke_timeout:
-    PodsDrainedSensor(task_id="drained", namespace=NAMESPACE, name=NAME, mode="poke", poke_interval=0.2, timeout=1.5)
+    PodsDrainedSensor(task_id="drained", **CONF_TRAINJOB, mode="poke", poke_interval=0.2, timeout=1.5)
 
 with _dag("dispatch_drained_soft_fail") as dispatch_drained_soft_fail:
-    PodsDrainedSensor(
-        task_id="drained", namespace=NAMESPACE, name=NAME, mode="poke", poke_interval=0.2, timeout=0.5, soft_fail=True
-    )
+    PodsDrainedSensor(task_id="drained", **CONF_TRAINJOB, mode="poke", poke_interval=0.2, timeout=0.5, soft_fail=True)
 
 with _dag("dispatch_drained_poke") as dispatch_drained_poke:
-    PodsDrainedSensor(task_id="drained", namespace=NAMESPACE, name=NAME, mode="poke", poke_interval=0.2, timeout=120)
+    PodsDrainedSensor(task_id="drained", **CONF_TRAINJOB, mode="poke", poke_interval=0.2, timeout=120)
 
 with _dag("dispatch_drained_reschedule") as dispatch_drained_reschedule:
-    PodsDrainedSensor(
-        task_id="drained", namespace=NAMESPACE, name=NAME, mode="reschedule", poke_interval=0.5, timeout=120
-    )
+    PodsDrainedSensor(task_id="drained", **CONF_TRAINJOB, mode="reschedule", poke_interval=0.5, timeout=120)
 
 with _dag("dispatch_drained_deferrable") as dispatch_drained_deferrable:
-    PodsDrainedSensor(
-        task_id="drained",
-        namespace=NAMESPACE,
-        name=NAME,
-        deferrable=True,
-        timeout=120,
-        recheck_interval=NO_PERIODIC_RECHECK,
-    )
+    PodsDrainedSensor(task_id="drained", **CONF_TRAINJOB, timeout=120, **WATCH_ONLY)
 
 with _dag("dispatch_outcome_deferrable") as dispatch_outcome_deferrable:
     TrainJobOutcomeSensor(
-        task_id="outcome",
-        namespace=NAMESPACE,
-        name=NAME,
-        admission="{{ dag_run.conf.get('admission') }}",
-        deferrable=True,
-        timeout=120,
-        recheck_interval=NO_PERIODIC_RECHECK,
+        task_id="outcome", **CONF_TRAINJOB, admission="{{ dag_run.conf.get('admission') }}", timeout=120, **WATCH_ONLY
     )
