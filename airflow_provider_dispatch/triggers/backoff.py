@@ -10,6 +10,12 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field
+from typing import Final
+
+#: the generator a Backoff draws from unless given one. One per process: the draws need no reproducibility, and
+#: seeding a `random.Random()` reads the OS's entropy (16 µs), which a thousand triggers starting at once would
+#: pay on one event loop turn.
+SHARED_RNG: Final = random.Random()
 
 
 @dataclass
@@ -19,7 +25,7 @@ class Backoff:
     initial: float = 0.5
     maximum: float = 30.0
     factor: float = 2.0
-    rng: random.Random = field(default_factory=random.Random)
+    rng: random.Random = field(default=SHARED_RNG)
     failures: int = 0
 
     def __post_init__(self) -> None:

@@ -98,8 +98,12 @@ class SharedConnection:
         subscription = watch.subscribe(predicate, changes, label)
         watch.start()
         try:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(watch.settled.wait(), SYNC_WAIT_SECONDS)
+            if not watch.settled.is_set():
+                # `asyncio.timeout`, not `wait_for`: no task of its own per subscriber (a thousand triggers
+                # subscribe to a new watch together and wake together when its first list is in)
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(SYNC_WAIT_SECONDS):
+                        await watch.settled.wait()
             yield subscription
         finally:
             watch.unsubscribe(subscription)
