@@ -15,7 +15,6 @@ wall time. Ratios are `baseline / case`. Every case must select the same pods as
 from __future__ import annotations
 
 import argparse
-import json
 import tempfile
 import time
 from collections.abc import Callable, Sequence
@@ -27,6 +26,7 @@ import kubernetes
 
 from .drain_cases import CASES
 from .drain_scenario import DrainNamespace, build
+from .harness import driver
 from .harness.lab_process import LabProcess
 from .harness.measure import Measurement
 from .harness.report import (
@@ -58,9 +58,7 @@ class Config:
     progress: Callable[[str], None] = field(default=lambda line: None)
 
     def __post_init__(self) -> None:
-        unknown = [c for c in self.cases if c not in CASES]
-        if unknown:
-            raise ValueError(f"unknown cases {unknown}; known: {', '.join(CASES)}")
+        driver.require_known("cases", self.cases, CASES)
         if BASELINE not in self.cases:
             raise ValueError("the baseline case must run: every figure is reported against it")
         if not self.sizes or any(size <= self.job_pods for size in self.sizes):
@@ -199,8 +197,8 @@ def render_markdown(results: dict[str, Any], command: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="drain_check.py", description="Cost of one drain check (issue 8 item 1).")
+def parse_args(argv: Sequence[str]) -> argparse.Namespace:
+    parser = driver.parser("drain_check.py", "Cost of one drain check (issue 8 item 1).")
     parser.add_argument("--pods", default="1000,10000,50000", help="namespace sizes, comma-separated")
     parser.add_argument("--cases", default=",".join(DEFAULT_CASES), help=f"of: {', '.join(CASES)}")
     parser.add_argument("--job-pods", type=int, default=16)
@@ -208,41 +206,21 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--repeat", type=int, default=5, help="timed runs per case, at most")
     parser.add_argument("--budget", type=float, default=30.0, help="seconds of timed runs per case, at most")
     parser.add_argument("--page-size", type=int, default=500)
-    parser.add_argument("--json", type=Path, help="write the results as JSON here")
-    parser.add_argument("--markdown", type=Path, help="write the tables as Markdown here")
-    parser.add_argument("--from-json", type=Path, help="render the tables of an earlier run's --json; run nothing")
     return parser.parse_args(argv)
 
 
-def main(argv: Sequence[str] | None = None, command: str = "python tests/benchmarks/drain_check.py") -> int:
-    args = parse_args(argv)
-    if args.from_json:
-        results = json.loads(args.from_json.read_text())
-        page = render_markdown(results, results.get("command", command))
-        print(page)
-        if args.markdown:
-            args.markdown.write_text(page)
-        return 0
-    try:
-        config = Config(
-            sizes=tuple(int(s) for s in args.pods.split(",") if s.strip()),
-            cases=tuple(c.strip() for c in args.cases.split(",") if c.strip()),
-            job_pods=args.job_pods,
-            nodes=args.nodes,
-            repeat=args.repeat,
-            budget_seconds=args.budget,
-            page_size=args.page_size,
-            progress=lambda line: print(line, flush=True),
-        )
-    except ValueError as error:
-        raise SystemExit(f"drain_check.py: {error}") from None
-    results = run(config)
-    given = " ".join(argv) if argv is not None else ""
-    results["command"] = f"{command} {given}".strip()
-    page = render_markdown(results, results["command"])
-    print(page)
-    if args.json:
-        args.json.write_text(json.dumps(results, indent=1) + "\n")
-    if args.markdown:
-        args.markdown.write_text(page)
-    return 0
+def configure(options: argparse.Namespace, progress: driver.Progress) -> Config:
+    return Config(
+        sizes=driver.counts(options.pods),
+        cases=driver.names(options.cases),
+        job_pods=options.job_pods,
+        nodes=options.nodes,
+        repeat=options.repeat,
+        budget_seconds=options.budget,
+        page_size=options.page_size,
+        progress=progress,
+    )
+
+
+def main(argv: Sequence[str]) -> int:
+    return driver.main("drain_check.py", argv, parse=parse_args, configure=configure, run=run, render=render_markdown)

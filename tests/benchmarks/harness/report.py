@@ -89,7 +89,11 @@ def machine(packages: Sequence[str] = ("kubernetes", "kubernetes_asyncio", "aioh
 
 def describe_machine(info: dict[str, Any]) -> str:
     packages = ", ".join(f"{name} {version}" for name, version in info["packages"].items())
-    return (
+    described = (
         f"{info['cpu']}, {info['cores']} cores, {format_bytes(info['memoryBytes'])} RAM; {info['os']}; "
         f"Python {info['python']}; {packages}"
     )
+    load = info.get("loadAverage")  # recorded by harness.driver; absent from older results
+    if load:
+        described += f"; load average (1 min) {load['start'][0]:.2f} at the start, {load['end'][0]:.2f} at the end"
+    return described
