@@ -20,6 +20,7 @@ the simulated controllers: the programs' calls are the subject here, not the clu
 
 from __future__ import annotations
 
+import gc
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -48,8 +49,18 @@ POD_READ = {"caller-0": "pinned", "caller-1": "pinned", "caller-2": "full", "cal
 
 @pytest.fixture(scope="module")
 def rlab() -> Iterator[ReliabilityLab]:
-    with ReliabilityLab(controllers=()) as running:
-        yield running
+    # The impatient adapters give up after READ_TIMEOUT (0.25 s). A full garbage collection of this process's
+    # heap (Airflow and all the suite imported before this module) holds every thread, the in-process lab's
+    # too, for about as long on a 2-core machine (150 to 250 ms for Airflow's imports alone,
+    # docs/performance.md section 3), which would turn a call with no fault into a timeout. So what exists now
+    # is frozen out of the collector for the module (gc.freeze); what the matrix allocates is still collected.
+    gc.collect()
+    gc.freeze()
+    try:
+        with ReliabilityLab(controllers=()) as running:
+            yield running
+    finally:
+        gc.unfreeze()
 
 
 def _callers(rlab: ReliabilityLab, read_timeout: float) -> Callers:
