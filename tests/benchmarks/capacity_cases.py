@@ -48,7 +48,7 @@ from airflow_provider_dispatch.hooks.dispatch import AsyncDispatchHook
 from airflow_provider_dispatch.triggers.hub import SharedConnection, current_hub
 from airflow_provider_dispatch.triggers.pods_drained import PodsDrainedTrigger
 
-from .harness.gc_pauses import GcPauses, timed_full_collection
+from .harness.gc_pauses import timed_full_collection
 from .harness.lab_process import LabEndpoint
 from .harness.loop_lag import LoopLag
 from .harness.series import by_verb_resource
@@ -174,8 +174,6 @@ async def measure_case(payload: Mapping[str, Any]) -> dict[str, Any]:
     await warm_up(payload)
     gc.collect()
     heap_before = timed_full_collection()  # the floor: one full collection of the warm process, no trigger yet
-    pauses = GcPauses()
-    pauses.install()
     lag = LoopLag()
     lag.start()
     progress = Progress(len(payload["targets"]))
@@ -191,19 +189,18 @@ async def measure_case(payload: Mapping[str, Any]) -> dict[str, Any]:
             f"{payload['startupTimeout']} s"
         ) from None
     cpu1, wall1 = time.process_time(), time.perf_counter()
-    startup_lag = lag.take(pauses.take())
+    startup_lag = lag.take()
     started = await asyncio.to_thread(lab.meter)
     rss_started = process.memory_info().rss
     checks_started = progress.checks
     await asyncio.sleep(payload["windowSeconds"])  # the steady window: what waiting costs, measured as it passes
     cpu2, wall2 = time.process_time(), time.perf_counter()
-    steady_lag = lag.take(pauses.take())
+    steady_lag = lag.take()
     checks_steady = progress.checks - checks_started
     ended = await asyncio.to_thread(lab.meter)
     rss_steady = process.memory_info().rss
     watches = watch_stats()
     await lag.stop()
-    pauses.remove()
     heap_waiting = timed_full_collection()  # the same, with every trigger waiting
     for task in tasks:
         task.cancel()

@@ -10,9 +10,10 @@ oversleeps of a fraction of a millisecond; one held for 200 ms shows one sample 
 (one phase of a benchmark: the start-up burst, then the steady window) as a `LagSummary` and starts a new
 phase. Sampling uses `loop.time()` (monotonic), the clock `asyncio.sleep` itself uses.
 
-Given the phase's garbage collections (`harness.gc_pauses`), `take(pauses)` also splits the samples: those a
-full collection overlapped (the interpreter traversing the whole heap, most of it not the code's) and the rest
-(what the code itself held the loop for), so a results table can say which of the two a long stretch was.
+While it samples it also records the process's garbage collections (`harness.gc_pauses`), phase by phase with
+the samples, and `take()` splits the samples: those a full collection overlapped (the interpreter traversing
+the whole heap, most of it not the code's) and the rest (what the code itself held the loop for), so a results
+table can say which of the two a long stretch was.
 """
 
 from __future__ import annotations
@@ -20,11 +21,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import math
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .gc_pauses import Pause, full
+from .gc_pauses import GcPauses, full
 
 
 def percentile(values: list[float], fraction: float) -> float:
@@ -96,9 +96,11 @@ class LoopLag:
         self._samples: list[tuple[float, float, float]] = []  # (slept at, woke at, oversleep)
         self._task: asyncio.Task[None] | None = None
         self._sampled = asyncio.Event()
+        self._collections = GcPauses()
 
     def start(self) -> None:
         if self._task is None:
+            self._collections.install()
             self._task = asyncio.get_running_loop().create_task(self._sample(), name="loop-lag sampler")
 
     async def _sample(self) -> None:
@@ -115,10 +117,10 @@ class LoopLag:
         """Wait until the sampler has recorded one more sample (what a test synchronises on)."""
         await self._sampled.wait()
 
-    def take(self, pauses: Sequence[Pause] = ()) -> PhaseLag:
+    def take(self) -> PhaseLag:
         """The samples since the last `take()`, split by the phase's full collections; the next phase starts."""
         samples, self._samples = self._samples, []
-        collections = full(list(pauses))
+        collections = full(self._collections.take())
         outside = [lag for start, end, lag in samples if not any(p.overlaps(start, end) for p in collections)]
         return PhaseLag(
             LagSummary.of([lag for _, _, lag in samples]),
@@ -128,6 +130,7 @@ class LoopLag:
         )
 
     async def stop(self) -> None:
+        self._collections.remove()
         task, self._task = self._task, None
         if task is not None:
             task.cancel()
