@@ -23,7 +23,11 @@ Before anything is written, runtimes and patches are refused (SpecRejectedError)
 failure recovery, which marks them Failed and force-deletes them on an unreachable node with no proof their
 containers stopped (k8s-apis §4.7); a toleration of `node.kubernetes.io/out-of-service` keeps pods running on
 a node declared shut down, so their objects no longer say whether the machine really stopped. A toleration
-with an empty key and operator Exists tolerates every taint, this one included, and is refused as well.
+with an empty key and operator Exists tolerates every taint, this one included, and is refused as well. A runtime
+whose controllers may start a second copy of one rank (policy.py: `pod-replacement`, `jobset-restart`) is refused
+too, unless the caller accepted that risk by name; the accepted risks are written on the TrainJob with the
+admission (`dispatch.phpboyscout.uk/accepted-risks`), and plain mode also writes when dispatch started the
+execution (`dispatch.phpboyscout.uk/admitted-at`, the API server's time: evidence.py).
 
 The bodies leave out `status` and `metadata.managedFields`: a replace of the main resource ignores status (the
 status subresource owns it), and omitted managedFields are kept by the apiserver.
@@ -32,15 +36,20 @@ status subresource owns it), and omitted managedFields are kept by the apiserver
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from datetime import datetime
 from typing import Any, Final
 
 from airflow_provider_dispatch.dispatch.assessment import Execution, managed
 from airflow_provider_dispatch.dispatch.errors import SpecRejectedError
+from airflow_provider_dispatch.dispatch.fencing import format_time
+from airflow_provider_dispatch.dispatch.policy import RuntimeRisk, runtime_risks, unaccepted
 from airflow_provider_dispatch.dispatch.validation import validate_runtime_name
 from airflow_provider_dispatch.dispatch.vocabulary import (
+    ANNOTATION_ACCEPTED_RISKS,
     ANNOTATION_ADMISSION,
     ANNOTATION_ADMISSION_KEY,
+    ANNOTATION_ADMITTED_AT,
     ANNOTATION_EXECUTION_PODS,
     ANNOTATION_SAFE_TO_FORCEFULLY_DELETE,
     LABEL_JOB_ID,
@@ -144,17 +153,35 @@ def unsafe_settings(runtime: Mapping[str, Any], patches: Sequence[Mapping[str, A
     return tuple(found)
 
 
-def check_runtime_safe(trainjob: Mapping[str, Any], runtime: Mapping[str, Any]) -> None:
-    """Refuse (SpecRejectedError) a runtime or runtime patch that would let pods vanish while they may run."""
+def check_runtime_safe(
+    trainjob: Mapping[str, Any], runtime: Mapping[str, Any], accepted_risks: Collection[str] = frozenset()
+) -> tuple[RuntimeRisk, ...]:
+    """Refuse (SpecRejectedError) a runtime or runtime patch that would let pods vanish while they may run, or
+    whose controllers may start a second copy of one rank (policy.py) unless that risk was accepted by name.
+    Returns the accepted risks the runtime carries (to log, and to write on the TrainJob)."""
     patches = object_list(trainjob, "spec", "runtimePatches")
-    problems = unsafe_settings(runtime, patches)
+    problems = list(unsafe_settings(runtime, patches))
+    risks = runtime_risks(runtime)
+    refused = unaccepted(risks, accepted_risks)
+    ref = _ref(trainjob)
     if problems:
-        ref = _ref(trainjob)
         raise SpecRejectedError(
             f"TrainJob {ref} is refused before anything is written: " + "; ".join(problems) + ". Remove these "
             "settings; dispatch never admits an object whose pods could disappear while they may still run.",
             ref=ref,
         )
+    if refused:
+        raise SpecRejectedError(
+            f"TrainJob {ref} is refused before anything is written: "
+            + "; ".join(risk.detail for risk in refused)
+            + ". Fix the runtime: "
+            + "; ".join(risk.fix for risk in refused)
+            + ". A platform team that accepts the risk can name it (accepted_risks="
+            + ", ".join(repr(risk.name) for risk in refused)
+            + "); dispatch then logs it at every admission and status shows it.",
+            ref=ref,
+        )
+    return tuple(risk for risk in risks if risk not in refused)
 
 
 def next_execution(trainjob: Mapping[str, Any]) -> Execution:
@@ -226,10 +253,13 @@ def _base_body(trainjob: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _admitting_body(
-    trainjob: Mapping[str, Any], runtime: Mapping[str, Any], extra_annotations: Mapping[str, str]
+    trainjob: Mapping[str, Any],
+    runtime: Mapping[str, Any],
+    extra_annotations: Mapping[str, str],
+    accepted_risks: Collection[str],
 ) -> tuple[dict[str, Any], Execution]:
     execution = next_execution(trainjob)
-    check_runtime_safe(trainjob, runtime)
+    accepted = check_runtime_safe(trainjob, runtime, accepted_risks)
     entry = dispatch_runtime_patch(runtime, execution)
     patches = object_list(trainjob, "spec", "runtimePatches")
     new_patches = with_dispatch_patch(patches, entry)
@@ -243,27 +273,44 @@ def _admitting_body(
         )
     body = _base_body(trainjob)
     metadata = body["metadata"]
-    # the hold's record of the previous execution's pods (fencing.py) says nothing of the new one: dropped
+    # the hold's record of the previous execution's pods (fencing.py), the previous start and the previous
+    # accepted risks say nothing of the new execution: dropped, and written again where they apply
     annotations = string_map(trainjob, "metadata", "annotations")
-    kept = {key: value for key, value in annotations.items() if key != ANNOTATION_EXECUTION_PODS}
+    dropped = (ANNOTATION_EXECUTION_PODS, ANNOTATION_ADMITTED_AT, ANNOTATION_ACCEPTED_RISKS)
+    kept = {key: value for key, value in annotations.items() if key not in dropped}
+    if accepted:
+        kept[ANNOTATION_ACCEPTED_RISKS] = ",".join(sorted({risk.name for risk in accepted}))
     metadata["annotations"] = {**kept, **extra_annotations, ANNOTATION_ADMISSION: str(execution.admission)}
     body.setdefault("spec", {})["runtimePatches"] = new_patches
     return body, execution
 
 
-def admission_body(trainjob: Mapping[str, Any], runtime: Mapping[str, Any]) -> tuple[dict[str, Any], Execution]:
-    """Plain mode: the replace body that admits (A+1, dispatch patch, suspend false), and the execution."""
-    body, execution = _admitting_body(trainjob, runtime, {})
+def admission_body(
+    trainjob: Mapping[str, Any],
+    runtime: Mapping[str, Any],
+    *,
+    admitted_at: datetime | None = None,
+    accepted_risks: Collection[str] = frozenset(),
+) -> tuple[dict[str, Any], Execution]:
+    """Plain mode: the replace body that admits (A+1, dispatch patch, suspend false), and the execution.
+    `admitted_at` is the API server's time just before this write, when known (evidence.py)."""
+    extra = {ANNOTATION_ADMITTED_AT: format_time(admitted_at)} if admitted_at is not None else {}
+    body, execution = _admitting_body(trainjob, runtime, extra, accepted_risks)
     body["spec"]["suspend"] = False
     return body, execution
 
 
 def kueue_admission_body(
-    trainjob: Mapping[str, Any], runtime: Mapping[str, Any], *, admission_key: str | None = None
+    trainjob: Mapping[str, Any],
+    runtime: Mapping[str, Any],
+    *,
+    admission_key: str | None = None,
+    accepted_risks: Collection[str] = frozenset(),
 ) -> tuple[dict[str, Any], Execution]:
-    """Kueue mode: A+1 and the dispatch patch, suspend left to Kueue; `admission_key` names the admission."""
+    """Kueue mode: A+1 and the dispatch patch, suspend left to Kueue; `admission_key` names the admission.
+    No `admitted-at`: Kueue, not this write, starts the execution, later (evidence.py)."""
     extra = {ANNOTATION_ADMISSION_KEY: admission_key} if admission_key is not None else {}
-    return _admitting_body(trainjob, runtime, extra)
+    return _admitting_body(trainjob, runtime, extra, accepted_risks)
 
 
 def hold_body(trainjob: Mapping[str, Any], execution_pods: str | None = None) -> dict[str, Any]:
@@ -274,4 +321,13 @@ def hold_body(trainjob: Mapping[str, Any], execution_pods: str | None = None) ->
     if execution_pods is not None:
         annotations = string_map(trainjob, "metadata", "annotations")
         body["metadata"]["annotations"] = {**annotations, ANNOTATION_EXECUTION_PODS: execution_pods}
+    return body
+
+
+def record_body(trainjob: Mapping[str, Any], execution_pods: str) -> dict[str, Any]:
+    """The replace body that adds the record of the execution's pods to an object already held (by someone
+    else, or by Kueue), conditional on the object read, and changes nothing else (fencing.py)."""
+    body = _base_body(trainjob)
+    annotations = string_map(trainjob, "metadata", "annotations")
+    body["metadata"]["annotations"] = {**annotations, ANNOTATION_EXECUTION_PODS: execution_pods}
     return body

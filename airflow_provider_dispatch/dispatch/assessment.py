@@ -9,8 +9,9 @@ States, precisely (first match wins):
 * `held`: `spec.suspend` is true, the hold is observed (below) and no pod of the object remains.
 * `waiting`: `spec.suspend` is true, but pods remain or the hold is not observed yet.
 
-"Hold observed" (DESIGN §3.1): the TrainJob's `Suspended` condition is True and, where a JobSet of that name
-exists, it has `spec.suspend: true`. Until then Jobs may still create pods after a check.
+"Hold observed" (DESIGN §3.1): every controller that could still create the execution's pods shows it acted
+on this execution's hold, and no write from before the hold can still land (evidence.py). Until then Jobs may
+still create pods after a check.
 
 `drained` means no pod remains. `ceased` means every remaining pod's processes are proven gone; it is True
 when none remains (nothing can run), so "drained or ceased" reads simply as `ceased`.
@@ -22,15 +23,16 @@ and its admission annotation, when present, is a valid admission number (absent 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
-from enum import Enum, StrEnum
-from typing import Any, Final
+from enum import StrEnum
+from typing import Any
 
 from airflow_provider_dispatch.dispatch.blocking import RemainingPod
 from airflow_provider_dispatch.dispatch.errors import InvalidNameError, NotManagedError
-from airflow_provider_dispatch.dispatch.explain import admission_check_line, remaining_detail
-from airflow_provider_dispatch.dispatch.fencing import ExecutionPods, blocking_pods, recorded
+from airflow_provider_dispatch.dispatch.evidence import HoldEvidence, hold_not_observed
+from airflow_provider_dispatch.dispatch.explain import accepted_risks_line, admission_check_line, remaining_detail
+from airflow_provider_dispatch.dispatch.fencing import ExecutionPods, blocking_pods
 from airflow_provider_dispatch.dispatch.nodes import NodeLookup
 from airflow_provider_dispatch.dispatch.selection import Selection
 from airflow_provider_dispatch.dispatch.validation import (
@@ -40,22 +42,21 @@ from airflow_provider_dispatch.dispatch.validation import (
     validate_submission,
 )
 from airflow_provider_dispatch.dispatch.vocabulary import (
+    ANNOTATION_ACCEPTED_RISKS,
     ANNOTATION_ADMISSION,
     CONDITION_COMPLETE,
     CONDITION_FAILED,
-    CONDITION_SUSPENDED,
     LABEL_JOB_ID,
     LABEL_KUEUE_QUEUE_NAME,
     LABEL_SUBMISSION,
     annotations_of,
     condition,
-    condition_is_true,
-    field,
     labels_of,
     name_of,
     namespace_of,
     object_list,
 )
+from airflow_provider_dispatch.dispatch.vocabulary import field as field_of
 
 
 class Mode(StrEnum):
@@ -73,14 +74,21 @@ class State(StrEnum):
 
 @dataclass(frozen=True)
 class Execution:
-    """The execution identity (job id, submission, A) (DESIGN §2). A 0 means never admitted by dispatch."""
+    """The execution identity (job id, submission, A) (DESIGN §2). A 0 means never admitted by dispatch.
+
+    `accepted_risks` are the runtime risks (policy.py) a platform team accepted for this execution: not part of
+    the identity, carried so that every caller can log them at each admission."""
 
     job_id: str
     submission: str
     admission: int
+    accepted_risks: tuple[str, ...] = field(default=(), compare=False)
 
     def as_dict(self) -> dict[str, Any]:
-        return {"job_id": self.job_id, "submission": self.submission, "admission": self.admission}
+        body: dict[str, Any] = {"job_id": self.job_id, "submission": self.submission, "admission": self.admission}
+        if self.accepted_risks:
+            body["accepted_risks"] = list(self.accepted_risks)
+        return body
 
 
 @dataclass(frozen=True)
@@ -94,10 +102,11 @@ class ManagedObject:
     mode: Mode
     uid: str | None
     resource_version: str | None
+    accepted_risks: tuple[str, ...] = ()
 
     @property
     def execution(self) -> Execution:
-        return Execution(self.job_id, self.submission, self.admission)
+        return Execution(self.job_id, self.submission, self.admission, self.accepted_risks)
 
     @property
     def selection(self) -> Selection:
@@ -126,8 +135,9 @@ def managed(trainjob: Mapping[str, Any]) -> ManagedObject:
             f"TrainJob {text} is not managed by dispatch: {error.message}. Fix the label or annotation.",
             ref=text,
         ) from error
-    uid = field(trainjob, "metadata", "uid")
-    rv = field(trainjob, "metadata", "resourceVersion")
+    uid = field_of(trainjob, "metadata", "uid")
+    rv = field_of(trainjob, "metadata", "resourceVersion")
+    risks = annotations_of(trainjob).get(ANNOTATION_ACCEPTED_RISKS, "")
     return ManagedObject(
         ref=ref,
         job_id=job_id,
@@ -136,62 +146,18 @@ def managed(trainjob: Mapping[str, Any]) -> ManagedObject:
         mode=Mode.KUEUE if LABEL_KUEUE_QUEUE_NAME in found else Mode.PLAIN,
         uid=uid if isinstance(uid, str) else None,
         resource_version=rv if isinstance(rv, str) else None,
+        accepted_risks=tuple(risk for risk in risks.split(",") if risk),
     )
 
 
 def is_held(trainjob: Mapping[str, Any]) -> bool:
     """`spec.suspend` is true (plain mode: dispatch's hold; Kueue mode: Kueue's)."""
-    return field(trainjob, "spec", "suspend") is True
+    return field_of(trainjob, "spec", "suspend") is True
 
 
-def hold_not_observed(trainjob: Mapping[str, Any], jobset: Mapping[str, Any] | None) -> str | None:
-    """Why the hold is not observed yet, or None when it is (DESIGN §3.1)."""
-    ref = f"{namespace_of(trainjob)}/{name_of(trainjob)}"
-    if not is_held(trainjob):
-        return f"TrainJob {ref} is not held (spec.suspend is not true)"
-    if not condition_is_true(trainjob, CONDITION_SUSPENDED):
-        return (
-            f"TrainJob {ref} is held but its Suspended condition is not True yet: Trainer has not observed "
-            "the hold, so Jobs may still create pods; retry shortly"
-        )
-    if jobset is not None and field(jobset, "spec", "suspend") is not True:
-        return (
-            f"JobSet {ref} does not have spec.suspend true yet: the hold has not reached it, so its Jobs may "
-            "still create pods; retry shortly"
-        )
-    if jobset is not None:
-        unsuspended = _jobs_not_yet_suspended(jobset)
-        if unsuspended:
-            return (
-                f"JobSet {ref} is suspended but its status does not show every Job suspended or finished yet "
-                f"({', '.join(unsuspended)}): a Job that has not seen the hold may still create a pod after "
-                "the pods are read; retry shortly"
-            )
-    return None
-
-
-def _jobs_not_yet_suspended(jobset: Mapping[str, Any]) -> list[str]:
-    """Replicated jobs whose Jobs the JobSet's status does not yet count as suspended or finished.
-
-    Beyond the seed: `spec.suspend` on the JobSet is what Trainer wrote, not what the Jobs did. JobSet sets
-    `suspend` on each child Job and counts them in `status.replicatedJobsStatus[].suspended`; finished Jobs are
-    counted as `succeeded` or `failed` (k8s-apis §2.2, `calculateReplicatedJobStatuses`). Until every Job of
-    every replicated job is one of those, a Job may still create a pod after the drain check's read.
-    """
-    counts = {entry.get("name"): entry for entry in object_list(jobset, "status", "replicatedJobsStatus")}
-    lagging: list[str] = []
-    for replicated in object_list(jobset, "spec", "replicatedJobs"):
-        name = replicated.get("name")
-        replicas = replicated.get("replicas", 1)
-        entry = counts.get(name) or {}
-        settled = sum(int(entry.get(key) or 0) for key in ("suspended", "succeeded", "failed"))
-        if not isinstance(replicas, int) or settled < replicas:
-            lagging.append(f"{name}: {settled} of {replicas} Jobs")
-    return lagging
-
-
-def hold_observed(trainjob: Mapping[str, Any], jobset: Mapping[str, Any] | None) -> bool:
-    return hold_not_observed(trainjob, jobset) is None
+def hold_observed(trainjob: Mapping[str, Any], evidence: HoldEvidence) -> bool:
+    """The hold of the current execution is observed and settled (evidence.py)."""
+    return hold_not_observed(trainjob, evidence, managed(trainjob).admission) is None
 
 
 def finished(trainjob: Mapping[str, Any]) -> tuple[State, Mapping[str, Any]] | None:
@@ -263,7 +229,7 @@ class Status:
 def _kueue_cause(workload: Mapping[str, Any] | None, checks: tuple[AdmissionCheckState, ...]) -> str:
     if workload is None:
         return "waiting for Kueue: no Workload yet"
-    if field(workload, "spec", "active") is False:
+    if field_of(workload, "spec", "active") is False:
         return "held: Workload deactivated"
     pending = [c for c in checks if c.state != "Ready"]
     if pending:
@@ -271,42 +237,29 @@ def _kueue_cause(workload: Mapping[str, Any] | None, checks: tuple[AdmissionChec
     return "waiting for Kueue admission"
 
 
-class _Record(Enum):
-    """`assess`'s default for `execution_pods`: a value no caller can mean as a record (None means none)."""
-
-    READ_OFF_THE_TRAINJOB = "read off the TrainJob"
-
-
-#: `assess(execution_pods=...)` default: parse the hold's record off the TrainJob (fencing.recorded)
-READ_OFF_THE_TRAINJOB: Final = _Record.READ_OFF_THE_TRAINJOB
-
-
 def assess(
     trainjob: Mapping[str, Any],
-    jobset: Mapping[str, Any] | None,
+    evidence: HoldEvidence,
     pods: Iterable[Mapping[str, Any]],
     nodes: Mapping[str, NodeLookup],
     *,
+    lookups: Mapping[str, Mapping[str, Any] | None] | None = None,
     workload: Mapping[str, Any] | None = None,
     now: datetime | None = None,
-    execution_pods: ExecutionPods | _Record | None = READ_OFF_THE_TRAINJOB,
 ) -> Status:
     """The status of one managed TrainJob, from one consistent read of its pods and the blocking pods' nodes.
 
-    `pods` may be the namespace's pods or already selected ones (selection is applied again); `nodes` maps
-    node names to Node objects or `NodeRead.GONE` / `NodeRead.NOT_READABLE` (a node not in it is unknown: not
-    ceased). `execution_pods` is the hold's record of the execution's pods (fencing.py) as the caller already
-    parsed it for its node reads (`programs.inspect` does), so it is parsed once; by default it is read off
-    `trainjob`.
+    `evidence` is what judging the hold needs (evidence.py), the hold's record of the execution's pods
+    (fencing.py) among it; `pods` may be the namespace's pods or already selected ones (selection is applied
+    again); `nodes` maps node names to Node objects or `NodeRead.GONE` / `NodeRead.NOT_READABLE` (a node not in
+    it is unknown: not ceased); `lookups` are the recorded pods the labels missed, looked up by name
+    (`programs.drain`).
     """
     obj = managed(trainjob)
-    record = (
-        recorded(trainjob, obj.admission, str(obj.ref)) if execution_pods is READ_OFF_THE_TRAINJOB else execution_pods
-    )
-    remaining = blocking_pods(obj.selection.select(pods), nodes, record, obj.ref.namespace)
+    remaining = blocking_pods(obj.selection.select(pods), nodes, evidence.record, obj.ref.namespace, lookups)
     drained = not remaining
     ceased = all(pod.ceased for pod in remaining)
-    not_observed = hold_not_observed(trainjob, jobset)
+    not_observed = hold_not_observed(trainjob, evidence, obj.admission)
     checks = admission_checks(workload) if obj.mode is Mode.KUEUE else ()
     lines: list[str] = []
 
@@ -338,6 +291,8 @@ def assess(
         if remaining:
             lines.append(remaining_detail(remaining, now=now))
         lines.extend(check.line for check in checks)
+    if obj.accepted_risks:
+        lines.append(accepted_risks_line(obj.accepted_risks))
 
     return Status(
         ref=str(obj.ref),

@@ -28,7 +28,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from datetime import datetime
 from typing import Any, TypeVar
 
@@ -38,7 +38,14 @@ from kubernetes_asyncio.config.kube_config import KUBE_CONFIG_DEFAULT_LOCATION, 
 
 from airflow_provider_dispatch.dispatch.assessment import DrainReport, Execution, Status
 from airflow_provider_dispatch.dispatch.errors import RefusedError
-from airflow_provider_dispatch.dispatch.operations import Operations, read_only_refusal, utc_now
+from airflow_provider_dispatch.dispatch.evidence import DEFAULT_SETTLE_SECONDS
+from airflow_provider_dispatch.dispatch.operations import (
+    Operations,
+    log_accepted_risks,
+    manifest_ref,
+    read_only_refusal,
+    utc_now,
+)
 from airflow_provider_dispatch.dispatch.programs import (
     DEFAULT_PAGE_SIZE,
     DEFAULT_POD_READ,
@@ -46,6 +53,7 @@ from airflow_provider_dispatch.dispatch.programs import (
     Program,
     Request,
     Response,
+    ServerTime,
     drive_async,
 )
 from airflow_provider_dispatch.dispatch.transport import (
@@ -56,6 +64,7 @@ from airflow_provider_dispatch.dispatch.transport import (
     decode_answer,
     http_call,
     kubeconfig_refusal,
+    server_time,
     transport_failure,
 )
 from airflow_provider_dispatch.dispatch.validation import Ref
@@ -89,9 +98,13 @@ class AsyncDispatchAdapter:
         page_size: int = DEFAULT_PAGE_SIZE,
         request_timeout: tuple[float, float] = DEFAULT_TIMEOUT,
         clock: Callable[[], datetime] = utc_now,
+        settle_seconds: float = DEFAULT_SETTLE_SECONDS,
+        accepted_risks: Collection[str] = frozenset(),
         owns_client: bool = False,
     ) -> None:
-        self.operations = Operations(read_only, pod_read, page_size, request_timeout, clock)
+        self.operations = Operations(
+            read_only, pod_read, page_size, request_timeout, clock, settle_seconds, frozenset(accepted_risks)
+        )
         self.api_client = api_client
         self._owns_client = owns_client
         self._timeout = client_timeout(request_timeout)
@@ -159,17 +172,19 @@ class AsyncDispatchAdapter:
 
     async def release(self, ref: str | Ref, *, now: datetime | None = None) -> Execution:
         """Admit a new execution after the drain check (DESIGN §3); a running object returns its execution."""
-        return await self.run(self.operations.release(ref, now=now))
+        return log_accepted_risks(logger, await self.run(self.operations.release(ref, now=now)), ref)
 
     async def open(
         self, manifest: Mapping[str, Any], *, ref: str | Ref | None = None, now: datetime | None = None
     ) -> Execution:
         """Create the TrainJob held, then release it; a retried open of the same object continues it."""
-        return await self.run(self.operations.open(manifest, ref=ref, now=now))
+        execution = await self.run(self.operations.open(manifest, ref=ref, now=now))
+        return log_accepted_risks(logger, execution, ref if ref is not None else manifest_ref(manifest))
 
     async def kueue_admit(self, ref: str | Ref, *, admission_key: str, now: datetime | None = None) -> Execution:
         """Kueue mode (the admission check controller): the drain check, then A+1; idempotent per admission."""
-        return await self.run(self.operations.kueue_admit(ref, admission_key=admission_key, now=now))
+        execution = await self.run(self.operations.kueue_admit(ref, admission_key=admission_key, now=now))
+        return log_accepted_risks(logger, execution, ref)
 
     async def inspect(self, ref: str | Ref, *, now: datetime | None = None) -> Status:
         """The status of one object (DESIGN §7). Writes nothing."""
@@ -220,8 +235,11 @@ class AsyncDispatchAdapter:
             async with response:
                 data = await response.read()
                 status = response.status
+                date = response.headers.get("Date")
         except TRANSPORT_ERRORS as error:
             return transport_failure(request, error)
+        if isinstance(request, ServerTime):
+            return server_time(status, date)
         return decode_answer(status, data)
 
 

@@ -81,6 +81,8 @@ class RemainingPod:
     blocking: Blocking
     deletion_timestamp: str | None = None
     deletion_grace_period_seconds: int | None = None
+    #: recorded at the hold, no longer carries the labels the drain check selects by (fencing.py)
+    relabelled: bool = False
 
     @property
     def ceased(self) -> bool:
@@ -102,6 +104,7 @@ class RemainingPod:
             "ceased": self.ceased,
             "blocking": self.blocking.value,
             "deletion_timestamp": self.deletion_timestamp,
+            "relabelled": self.relabelled,
         }
 
 
@@ -115,8 +118,11 @@ def nodes_to_read(pods: Iterable[Mapping[str, Any]]) -> tuple[str, ...]:
     return tuple(seen)
 
 
-def remaining_pods(pods: Iterable[Mapping[str, Any]], nodes: Mapping[str, NodeLookup]) -> tuple[RemainingPod, ...]:
-    """The selected pods that remain, given what was read of their nodes (one not in `nodes` is unknown)."""
+def remaining_pods(
+    pods: Iterable[Mapping[str, Any]], nodes: Mapping[str, NodeLookup], *, relabelled: bool = False
+) -> tuple[RemainingPod, ...]:
+    """The selected pods that remain, given what was read of their nodes (one not in `nodes` is unknown).
+    `relabelled`: the pods were found by the hold's record, not by the labels (fencing.py)."""
     result: list[RemainingPod] = []
     for pod in pods:
         reason = blocking(pod)
@@ -139,6 +145,7 @@ def remaining_pods(pods: Iterable[Mapping[str, Any]], nodes: Mapping[str, NodeLo
                 blocking=reason,
                 deletion_timestamp=deletion if isinstance(deletion, str) else None,
                 deletion_grace_period_seconds=grace if isinstance(grace, int) else None,
+                relabelled=relabelled,
             )
         )
     return tuple(result)

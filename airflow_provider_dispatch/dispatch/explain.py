@@ -223,3 +223,11 @@ def pods_remain_message(ref: str, pods: Sequence[RemainingPod], *, now: datetime
         f"{remaining_line(pods)}. The hold stays in force. What would unblock it: "
         + " ".join(unblock_hints(pods, now=now))
     )
+
+
+def accepted_risks_line(risks: Sequence[str]) -> str:
+    """What `dispatch status` shows when a platform team accepted runtime risks (policy.py)."""
+    return (
+        f"accepted runtime risks: {', '.join(risks)}: dispatch admitted this execution although its runtime lets "
+        "a controller start a second process of one rank (see the runtime policy in the docs)"
+    )

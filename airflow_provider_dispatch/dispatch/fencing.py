@@ -1,18 +1,33 @@
-"""Fencing on nodes, not only on pod objects (anchors §8.1): the pods a hold saw, and those that vanished since.
+"""The hold's record of an execution's pods: fencing on nodes and on pod identities (anchors §8.1).
 
-A listing of pods cannot see a pod whose object was deleted while its process runs on: a force deletion
-(`kubectl delete pod --force --grace-period=0`), Kueue's failure recovery deleting what it marked Failed
-(k8s-apis §4.7), a third-party cleaner. On a lost node that process is exactly the one the rule is for
-(anchors §0.5). So the plain-mode hold records, in the same conditional write that suspends, which pods of the
-execution were not finished and on which node (`dispatch.phpboyscout.uk/execution-pods`, tagged with the
-admission number A). Every later drain check compares the record with what it lists:
+A listing of pods by label cannot see two kinds of pod that may still run:
+
+* a pod whose object was deleted while its process runs on: a force deletion (`kubectl delete pod --force
+  --grace-period=0`), Kueue's failure recovery deleting what it marked Failed (k8s-apis §4.7), a third-party
+  cleaner. On a lost node that process is exactly the one the rule is for (anchors §0.5);
+* a pod whose labels were edited away (the usual way to take a pod out of its controller to debug it): neither
+  label selection sees it, and the Job controller, whose selector no longer matches, releases it (drops its
+  ownerReference, `controller_ref_manager.go` `ReleasePod`), so nothing will ever delete it.
+
+So dispatch records, once per hold of execution A, which of its pods were not finished, with their uids and
+nodes (`dispatch.phpboyscout.uk/execution-pods`, tagged with A), from a selection a label edit cannot defeat
+(`selection.Lineage`: the labels, the controller ownerReference, or the immutable name the Job controller gave
+the pod). The plain-mode hold writes it in the same conditional write that suspends; a writer that finds the
+object held without a record for A (suspended by someone else, or by Kueue) writes it before anything else,
+and until then nothing is admitted. The record also carries when it was written (`since`, the API server's
+time) and, when dispatch itself started the execution, when that was (`started`): evidence.py needs both.
+
+Every later drain check compares the record with what its label selections list:
 
 * a recorded pod that is still listed is judged as always (blocking.py);
-* a recorded pod that is no longer listed blocks while its node is in a state where nobody confirmed that its
+* a recorded pod that is not listed is looked up by name (`lookups`): if a pod of that name and the recorded
+  uid exists, its labels were edited, and it is judged as a listed pod (it blocks while it may run);
+* otherwise its object is gone, and it blocks while its node is in a state where nobody confirmed that its
   containers stopped: `Ready=False`, `Ready=Unknown` or `not readable`, without being ceased (nodes.py). It
-  stops blocking once the node is `Ready=True` (a live kubelet acts on the deletion it sees and kills
-  containers of pods no longer in the API: `kubelet.go` `HandlePodCleanups`, k8s-apis §5.2), ceased
-  (out-of-service and not Ready, PodGC's own test) or gone (deleted: DESIGN §4).
+  stops blocking once the node is `Ready=True` (a live kubelet acts on the deletion it sees and kills containers
+  of pods no longer in the API: `kubelet.go` `HandlePodCleanups`, k8s-apis §5.2), ceased (out-of-service and
+  not Ready, PodGC's own test) or gone (deleted: DESIGN §4). A recorded pod that was never scheduled runs
+  nothing once its object is gone.
 
 Decisions and their limits:
 
@@ -23,21 +38,21 @@ Decisions and their limits:
   gone. That is the price of closing the gap, paid only when a node of the previous execution is unhealthy.
 * A reader that may not read Nodes never sees a vanished pod's node as Ready, so after a hold it waits until
   it is granted `get` on nodes (the explanation says so).
-* What the hold cannot see it cannot record: a pod force-deleted before the hold, or created between the
-  hold's read and the moment the Jobs observe the suspension (the hold is not yet observed then, and release
-  refuses until it is, so such a pod is listed unless it, too, is force-deleted).
-* Kueue mode: Kueue suspends on its own (preemption, eviction) without a dispatch hold, so there is no record
-  there; the admission check judges the pods it lists.
-* Size: a record holds at most `MAX_RECORDED_NAMES` names (annotations share 256 KiB per object); beyond, it
-  keeps the nodes with no names, and a recorded node without names blocks, while it is unhealthy, unless a
-  listed pod of the object on it already does.
+* What the record cannot see it cannot keep: a pod force-deleted before the record was written, or created
+  after it (a write in flight, evidence.py) and then force-deleted or relabelled before any check listed it.
+* Size: a record keeps at most `MAX_RECORDED_NAMES` pods by name and uid (annotations share 256 KiB per
+  object); beyond, it keeps the nodes with no names, and a recorded node without names blocks, while it is
+  unhealthy, unless a listed pod of the object on it already does; a relabelled pod among those is not seen.
+* A record written by an earlier version of dispatch has no uids (a pod of the recorded name counts) and no
+  time (it counts as settled).
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, Final
 
 from airflow_provider_dispatch.dispatch.blocking import (
@@ -50,47 +65,112 @@ from airflow_provider_dispatch.dispatch.blocking import (
 )
 from airflow_provider_dispatch.dispatch.errors import NotManagedError
 from airflow_provider_dispatch.dispatch.nodes import NodeLookup, NodeState, Readiness, node_state
-from airflow_provider_dispatch.dispatch.vocabulary import ANNOTATION_EXECUTION_PODS, annotations_of, name_of
+from airflow_provider_dispatch.dispatch.vocabulary import ANNOTATION_EXECUTION_PODS, annotations_of, name_of, uid_of
 
-#: names kept in one record; beyond, only the nodes are kept (module docstring)
-MAX_RECORDED_NAMES: Final = 2000
+#: pods kept by name and uid in one record; beyond, only the nodes are kept (module docstring)
+MAX_RECORDED_NAMES: Final = 600
 #: the name shown for the pods of a recorded node whose names were not kept
 UNNAMED: Final = "(unnamed pods of the execution)"
+_TIME_FORMAT: Final = "%Y-%m-%dT%H:%M:%SZ"
+
+
+def format_time(moment: datetime) -> str:
+    return moment.strftime(_TIME_FORMAT)
+
+
+def parse_time(text: object) -> datetime | None:
+    """An RFC 3339 time as the API writes it, or None when it is not one."""
+    if not isinstance(text, str):
+        return None
+    try:
+        return datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
 
 
 @dataclass(frozen=True)
 class ExecutionPods:
-    """What a hold saw: per node, the names of the execution's pods that were not finished (empty: not kept)."""
+    """What the record of execution `admission` holds: per node, the names of its pods that were not finished
+    (empty: not kept), their uids, the pods not scheduled yet, when it was written and when the execution
+    started (module docstring)."""
 
     admission: int
     nodes: Mapping[str, tuple[str, ...]]
+    uids: Mapping[str, str] = field(default_factory=dict)
+    unscheduled: tuple[str, ...] = ()
+    since: datetime | None = None
+    started: datetime | None = None
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """Every pod the record names, scheduled or not."""
+        return (*(name for names in self.nodes.values() for name in names), *self.unscheduled)
+
+    def node_of(self, name: str) -> str | None:
+        for node, names in self.nodes.items():
+            if name in names:
+                return node
+        return None
 
     def to_annotation(self) -> str:
-        body = {"admission": self.admission, "nodes": {node: list(names) for node, names in self.nodes.items()}}
+        body: dict[str, Any] = {
+            "admission": self.admission,
+            "nodes": {node: list(names) for node, names in self.nodes.items()},
+        }
+        if self.uids:
+            body["uids"] = dict(self.uids)
+        if self.unscheduled:
+            body["unscheduled"] = list(self.unscheduled)
+        if self.since is not None:
+            body["since"] = format_time(self.since)
+        if self.started is not None:
+            body["started"] = format_time(self.started)
         return json.dumps(body, sort_keys=True, separators=(",", ":"))
 
 
-def record(admission: int, pods: Iterable[Mapping[str, Any]]) -> ExecutionPods:
-    """The record of the selected `pods` that block (not finished), by node; pods on no node run nothing."""
+def record(
+    admission: int,
+    pods: Iterable[Mapping[str, Any]],
+    *,
+    since: datetime | None = None,
+    started: datetime | None = None,
+) -> ExecutionPods:
+    """The record of the `pods` (a lineage selection) that block (not finished), by node, with their uids."""
     by_node: dict[str, list[str]] = {}
+    unscheduled: list[str] = []
+    uids: dict[str, str] = {}
     for pod in pods:
+        if blocking(pod) is None:
+            continue
+        name = name_of(pod)
         node = node_name_of(pod)
-        if node is not None and blocking(pod) is not None:
-            by_node.setdefault(node, []).append(name_of(pod))
-    total = sum(len(names) for names in by_node.values())
+        (unscheduled if node is None else by_node.setdefault(node, [])).append(name)
+        uid = uid_of(pod)
+        if uid is not None:
+            uids[name] = uid
+    total = sum(len(names) for names in by_node.values()) + len(unscheduled)
     keep = total <= MAX_RECORDED_NAMES
     return ExecutionPods(
-        admission, {node: tuple(sorted(names)) if keep else () for node, names in sorted(by_node.items())}
+        admission,
+        {node: tuple(sorted(names)) if keep else () for node, names in sorted(by_node.items())},
+        uids=dict(sorted(uids.items())) if keep else {},
+        unscheduled=tuple(sorted(unscheduled)) if keep else (),
+        since=since,
+        started=started,
     )
 
 
 def _malformed(ref: str, why: str) -> NotManagedError:
     return NotManagedError(
         f"TrainJob {ref} carries a malformed {ANNOTATION_EXECUTION_PODS} annotation ({why}). dispatch writes it "
-        "when it holds the TrainJob, to remember the nodes of the previous execution; nothing else should. "
-        "Confirm that no pod of the previous execution still runs on its nodes, then remove the annotation.",
+        "when it holds the TrainJob, to remember the pods and nodes of the previous execution; nothing else "
+        "should. Confirm that no pod of the previous execution still runs, then remove the annotation.",
         ref=ref,
     )
+
+
+def _string_list(value: object) -> bool:
+    return isinstance(value, list) and all(isinstance(item, str) for item in value)
 
 
 def recorded(trainjob: Mapping[str, Any], admission: int, ref: str) -> ExecutionPods | None:
@@ -105,19 +185,57 @@ def recorded(trainjob: Mapping[str, Any], admission: int, ref: str) -> Execution
     if not isinstance(body, dict) or not isinstance(body.get("admission"), int) or isinstance(body["admission"], bool):
         raise _malformed(ref, "no integer admission")
     nodes = body.get("nodes")
-    if not isinstance(nodes, dict) or not all(
-        isinstance(node, str) and isinstance(names, list) and all(isinstance(n, str) for n in names)
-        for node, names in nodes.items()
-    ):
+    if not isinstance(nodes, dict) or not all(isinstance(node, str) and _string_list(n) for node, n in nodes.items()):
         raise _malformed(ref, "nodes is not a map of node names to lists of pod names")
+    uids = body.get("uids", {})
+    if not isinstance(uids, dict) or not all(isinstance(k, str) and isinstance(u, str) for k, u in uids.items()):
+        raise _malformed(ref, "uids is not a map of pod names to uids")
+    unscheduled = body.get("unscheduled", [])
+    if not _string_list(unscheduled):
+        raise _malformed(ref, "unscheduled is not a list of pod names")
+    times = {key: parse_time(body.get(key)) for key in ("since", "started")}
+    if any(body.get(key) is not None and moment is None for key, moment in times.items()):
+        raise _malformed(ref, "since or started is not an RFC 3339 time")
     if body["admission"] != admission:
         return None
-    return ExecutionPods(body["admission"], {node: tuple(names) for node, names in nodes.items()})
+    return ExecutionPods(
+        body["admission"],
+        {node: tuple(names) for node, names in nodes.items()},
+        uids=dict(uids),
+        unscheduled=tuple(unscheduled),
+        since=times["since"],
+        started=times["started"],
+    )
 
 
 def unconfirmed(state: NodeState) -> bool:
     """Nobody confirmed that containers of a pod deleted on this node stopped (module docstring)."""
     return not state.ceased and state.ready is not Readiness.TRUE
+
+
+def missing_names(execution_pods: ExecutionPods | None, listed: Iterable[Mapping[str, Any]]) -> tuple[str, ...]:
+    """The recorded pods the label selections did not list: each is looked up by name (`lookups`)."""
+    if execution_pods is None:
+        return ()
+    names = {name_of(pod) for pod in listed}
+    return tuple(name for name in execution_pods.names if name not in names)
+
+
+def is_recorded_pod(execution_pods: ExecutionPods, name: str, found: Mapping[str, Any] | None) -> bool:
+    """A pod found under a recorded name is the recorded one: same uid (any uid when none was recorded)."""
+    if found is None or name_of(found) != name:
+        return False
+    wanted = execution_pods.uids.get(name)
+    return wanted is None or uid_of(found) == wanted
+
+
+def relabelled_pods(
+    execution_pods: ExecutionPods | None, lookups: Mapping[str, Mapping[str, Any] | None]
+) -> list[Mapping[str, Any]]:
+    """The recorded pods the label selections missed that still exist: their labels were edited."""
+    if execution_pods is None:
+        return []
+    return [pod for name, pod in lookups.items() if pod is not None and is_recorded_pod(execution_pods, name, pod)]
 
 
 def vanished_pods(
@@ -126,14 +244,18 @@ def vanished_pods(
     listed: Iterable[Mapping[str, Any]],
     remaining: Iterable[RemainingPod],
     nodes: Mapping[str, NodeLookup],
+    lookups: Mapping[str, Mapping[str, Any] | None] | None = None,
 ) -> tuple[RemainingPod, ...]:
-    """The recorded pods that are no longer listed and whose node did not confirm their end: they remain.
+    """The recorded pods whose objects are gone and whose node did not confirm their end: they remain.
 
-    `listed` are the object's selected pods as read now; `remaining` those of them that block (blocking.py);
-    `nodes` what was read of the recorded nodes (one not in it reads as not readable: never confirmed).
+    `listed` are the object's pods as read now (selected, and relabelled ones found by `lookups`);
+    `remaining` those of them that block (blocking.py); `nodes` what was read of the recorded nodes (one not in
+    it reads as not readable: never confirmed). `lookups` maps a recorded name that was not listed to the pod
+    found under it, or None when there is none; a name not looked up counts as gone.
     """
     if execution_pods is None:
         return ()
+    found = lookups or {}
     names = {name_of(pod) for pod in listed}
     blocked_nodes = {pod.node.name for pod in remaining}
     result: list[RemainingPod] = []
@@ -145,7 +267,11 @@ def vanished_pods(
             if node not in blocked_nodes:
                 result.append(_vanished(UNNAMED, namespace, state))
             continue
-        result.extend(_vanished(name, namespace, state) for name in recorded_names if name not in names)
+        result.extend(
+            _vanished(name, namespace, state)
+            for name in recorded_names
+            if name not in names and not is_recorded_pod(execution_pods, name, found.get(name))
+        )
     return tuple(result)
 
 
@@ -156,8 +282,9 @@ def _vanished(name: str, namespace: str, state: NodeState) -> RemainingPod:
 
 
 def nodes_to_check(pods: Iterable[Mapping[str, Any]], execution_pods: ExecutionPods | None) -> tuple[str, ...]:
-    """The Nodes a drain check reads: those of the pods that may block, then the recorded nodes where a
-    recorded pod is no longer listed (or whose names were not kept): only there can a vanished pod hide."""
+    """The Nodes a drain check reads: those of the pods that may block (listed or found by lookup), then the
+    recorded nodes where a recorded pod is not among them (or whose names were not kept): only there can a
+    vanished pod hide."""
     listed = list(pods)
     seen = dict.fromkeys(nodes_to_read(listed))
     if execution_pods is not None:
@@ -173,9 +300,12 @@ def blocking_pods(
     nodes: Mapping[str, NodeLookup],
     execution_pods: ExecutionPods | None,
     namespace: str,
+    lookups: Mapping[str, Mapping[str, Any] | None] | None = None,
 ) -> tuple[RemainingPod, ...]:
-    """Everything that blocks an admission: the selected pods that remain (blocking.py), then the recorded
-    pods that vanished on a node that did not confirm their end. The one place the two are joined."""
+    """Everything that blocks an admission: the selected pods that remain (blocking.py), the recorded pods whose
+    labels were edited and that remain, then the recorded pods that vanished on a node that did not confirm
+    their end. The one place the three are joined."""
     listed = list(selected)
-    remaining = remaining_pods(listed, nodes)
-    return remaining + vanished_pods(execution_pods, namespace, listed, remaining, nodes)
+    relabelled = relabelled_pods(execution_pods, lookups or {})
+    remaining = remaining_pods(listed, nodes) + remaining_pods(relabelled, nodes, relabelled=True)
+    return remaining + vanished_pods(execution_pods, namespace, listed + relabelled, remaining, nodes, lookups)

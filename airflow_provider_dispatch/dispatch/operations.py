@@ -9,14 +9,17 @@ asked for, so nothing at all is sent.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+import logging
+from collections.abc import Callable, Collection, Mapping
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
 from airflow_provider_dispatch.dispatch import programs
 from airflow_provider_dispatch.dispatch.assessment import DrainReport, Execution, Status
 from airflow_provider_dispatch.dispatch.errors import ForbiddenError
+from airflow_provider_dispatch.dispatch.evidence import DEFAULT_SETTLE_SECONDS
+from airflow_provider_dispatch.dispatch.policy import validate_accepted_risks
 from airflow_provider_dispatch.dispatch.programs import DEFAULT_PAGE_SIZE, DEFAULT_POD_READ, PodReadStrategy, Program
 from airflow_provider_dispatch.dispatch.transport import DEFAULT_TIMEOUT
 from airflow_provider_dispatch.dispatch.validation import Ref
@@ -46,9 +49,18 @@ class Operations:
     page_size: int = DEFAULT_PAGE_SIZE
     request_timeout: tuple[float, float] = DEFAULT_TIMEOUT
     clock: Callable[[], datetime] = utc_now
+    settle_seconds: float = DEFAULT_SETTLE_SECONDS
+    """How long a hold settles before an admission (evidence.py); lower it only with the API server's
+    `--request-timeout` lowered too."""
+    accepted_risks: Collection[str] = field(default_factory=frozenset)
+    """Runtime risks (policy.py) accepted by name: such runtimes are admitted, and the risk is logged."""
 
     def __post_init__(self) -> None:
         """Refuse options that would make every call fail, with a clear error when the adapter is built."""
+        object.__setattr__(self, "accepted_risks", validate_accepted_risks(self.accepted_risks))
+        settle = self.settle_seconds
+        if isinstance(settle, bool) or not isinstance(settle, int | float) or not 0 <= settle <= 3600:
+            raise ValueError(f"settle_seconds must be a number of seconds from 0 to 3600, not {settle!r}")
         if self.pod_read not in ("pinned", "full"):
             raise ValueError(f"pod_read must be 'pinned' or 'full', not {self.pod_read!r}")
         if isinstance(self.page_size, bool) or not isinstance(self.page_size, int) or self.page_size < 1:
@@ -60,6 +72,12 @@ class Operations:
     def _now(self, now: datetime | None) -> datetime:
         return now if now is not None else self.clock()
 
+    def _reading(self) -> dict[str, Any]:
+        return {"pod_read": self.pod_read, "page_size": self.page_size}
+
+    def _admitting(self) -> dict[str, Any]:
+        return {**self._reading(), "settle_seconds": self.settle_seconds, "accepted_risks": self.accepted_risks}
+
     def _writer(self, operation: str, ref: object) -> None:
         if self.read_only:
             raise read_only_refusal(operation, ref)
@@ -70,25 +88,25 @@ class Operations:
 
     def release(self, ref: str | Ref, *, now: datetime | None = None) -> Program[Execution]:
         self._writer("release", ref)
-        return programs.release(ref, now=self._now(now), pod_read=self.pod_read, page_size=self.page_size)
+        return programs.release(ref, now=self._now(now), **self._admitting())
 
     def open(
         self, manifest: Mapping[str, Any], *, ref: str | Ref | None = None, now: datetime | None = None
     ) -> Program[Execution]:
-        self._writer("open", ref if ref is not None else _manifest_ref(manifest))
-        return programs.open(manifest, ref=ref, now=self._now(now), pod_read=self.pod_read, page_size=self.page_size)
+        self._writer("open", ref if ref is not None else manifest_ref(manifest))
+        return programs.open(manifest, ref=ref, now=self._now(now), **self._admitting())
 
     def kueue_admit(self, ref: str | Ref, *, admission_key: str, now: datetime | None = None) -> Program[Execution]:
         self._writer("admit", ref)
-        return programs.kueue_admit(
-            ref, admission_key=admission_key, now=self._now(now), pod_read=self.pod_read, page_size=self.page_size
-        )
+        return programs.kueue_admit(ref, admission_key=admission_key, now=self._now(now), **self._admitting())
 
     def inspect(self, ref: str | Ref, *, now: datetime | None = None) -> Program[Status]:
-        return programs.inspect(ref, now=self._now(now), pod_read=self.pod_read, page_size=self.page_size)
+        return programs.inspect(ref, now=self._now(now), **self._reading(), settle_seconds=self.settle_seconds)
 
     def find(self, namespace: str, job_id: str, *, now: datetime | None = None) -> Program[Status]:
-        return programs.find(namespace, job_id, now=self._now(now), pod_read=self.pod_read, page_size=self.page_size)
+        return programs.find(
+            namespace, job_id, now=self._now(now), **self._reading(), settle_seconds=self.settle_seconds
+        )
 
     def remaining_pods(
         self,
@@ -113,7 +131,20 @@ class Operations:
         )
 
 
-def _manifest_ref(manifest: object) -> str | None:
+def log_accepted_risks(logger: logging.Logger, execution: Execution, ref: object) -> Execution:
+    """Log, at every admission, the runtime risks a platform team accepted for it (policy.py); pass through."""
+    if execution.accepted_risks:
+        logger.warning(
+            "TrainJob %s runs execution %s with accepted runtime risks %s: its runtime lets a controller start "
+            "a second process of one rank (dispatch's runtime policy); remove the risk from the runtime to close it",
+            ref,
+            execution.admission,
+            ", ".join(execution.accepted_risks),
+        )
+    return execution
+
+
+def manifest_ref(manifest: object) -> str | None:
     """`namespace/name` of a manifest, for the read-only refusal's message only (nothing is validated here)."""
     metadata = manifest.get("metadata") if isinstance(manifest, Mapping) else None
     if not isinstance(metadata, Mapping):
@@ -122,4 +153,4 @@ def _manifest_ref(manifest: object) -> str | None:
     return f"{namespace}/{name}" if isinstance(name, str) and isinstance(namespace, str) else None
 
 
-__all__ = ["Operations", "read_only_refusal", "utc_now"]
+__all__ = ["Operations", "log_accepted_risks", "manifest_ref", "read_only_refusal", "utc_now"]

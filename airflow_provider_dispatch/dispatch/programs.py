@@ -13,6 +13,7 @@ Driver contract, per request:
 * `ListObjects`: GET `coords.path(namespace)` with `labelSelector`, `resourceVersion`, `resourceVersionMatch`,
   `limit`, `continue` as query parameters, each only when not None; answer the List object as returned
   (`metadata.resourceVersion`, `metadata.continue`, `items`);
+* `ServerTime`: GET `/version`; answer `{"date": <the answer's Date header as RFC 3339>}` (`transport.server_time`);
 * `ReplaceObject`: PUT `coords.path(namespace, name)` with `body` (it carries `metadata.resourceVersion`, so
   the write is conditional); `CreateObject`: POST `coords.path(namespace)` with `body`;
 * any HTTP error: `ApiFailure(status_code, decoded Status dict or text)`; no HTTP answer at all (connection
@@ -40,10 +41,10 @@ and server results are filtered locally again.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Generator, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, ClassVar, Final, Literal, TypeAlias, TypeVar, cast
+from typing import Any, ClassVar, Final, Literal, Protocol, TypeAlias, TypeVar, cast
 
 from airflow_provider_dispatch.dispatch import vocabulary as v
 from airflow_provider_dispatch.dispatch.admission import (
@@ -52,6 +53,7 @@ from airflow_provider_dispatch.dispatch.admission import (
     dispatch_runtime_patch,
     hold_body,
     kueue_admission_body,
+    record_body,
     runtime_reference,
 )
 from airflow_provider_dispatch.dispatch.assessment import (
@@ -62,7 +64,6 @@ from airflow_provider_dispatch.dispatch.assessment import (
     Status,
     assess,
     finished,
-    hold_not_observed,
     is_held,
     managed,
     remaining_report,
@@ -82,9 +83,24 @@ from airflow_provider_dispatch.dispatch.errors import (
     UnreachableError,
     classify_api_failure,
 )
-from airflow_provider_dispatch.dispatch.fencing import ExecutionPods, blocking_pods, nodes_to_check, record, recorded
+from airflow_provider_dispatch.dispatch.evidence import (
+    DEFAULT_SETTLE_SECONDS,
+    HoldEvidence,
+    expected_job_names,
+    hold_not_observed,
+)
+from airflow_provider_dispatch.dispatch.fencing import (
+    ExecutionPods,
+    blocking_pods,
+    missing_names,
+    nodes_to_check,
+    parse_time,
+    record,
+    recorded,
+    relabelled_pods,
+)
 from airflow_provider_dispatch.dispatch.nodes import NodeLookup, NodeRead
-from airflow_provider_dispatch.dispatch.selection import Selection
+from airflow_provider_dispatch.dispatch.selection import Lineage, Selection, jobset_job_names
 from airflow_provider_dispatch.dispatch.validation import (
     Ref,
     parse_ref,
@@ -182,7 +198,21 @@ class GetNode:
         return f"get nodes {self.name}"
 
 
-Request: TypeAlias = GetObject | ListObjects | ReplaceObject | CreateObject | GetNode
+@dataclass(frozen=True)
+class ServerTime:
+    """The API server's clock: the `Date` of its answer to GET /version, as `{"date": "<RFC 3339>"}`.
+
+    Settling a hold (evidence.py) compares the times the API server wrote with the API server's own now, so the
+    clocks of Airflow workers and triggerers never enter the decision."""
+
+    verb: ClassVar[str] = "get"
+    coords: ClassVar[v.ApiCoordinates] = v.ApiCoordinates("", "", "version", "Version", namespaced=False)
+
+    def describe(self) -> str:
+        return "get /version (the API server's time)"
+
+
+Request: TypeAlias = GetObject | ListObjects | ReplaceObject | CreateObject | GetNode | ServerTime
 
 
 @dataclass(frozen=True)
@@ -308,11 +338,16 @@ def _workloads(obj: ManagedObject) -> Program[list[Mapping[str, Any]]]:
 
 
 def _list_all(
-    coords: v.ApiCoordinates, namespace: str, selector: str | None, ref: str
+    coords: v.ApiCoordinates,
+    namespace: str,
+    selector: str | None,
+    ref: str,
+    *,
+    keep: Callable[[Mapping[str, Any]], bool] | None = None,
 ) -> Program[list[Mapping[str, Any]]]:
-    """Every item of a paged list (quorum read), restarting on 410; failures raised."""
+    """Every item of a paged list (quorum read), restarting on 410; failures raised; `keep` filters pages."""
     for _ in range(MAX_LIST_RESTARTS):
-        pages = yield from _list_pages(coords, namespace, selector, None, None, DEFAULT_PAGE_SIZE, ref)
+        pages = yield from _list_pages(coords, namespace, selector, None, None, DEFAULT_PAGE_SIZE, ref, keep)
         if isinstance(pages, _PageFailure):
             if pages.failure.status == 410:
                 continue
@@ -408,18 +443,24 @@ def _read_pinned(selection: Selection, page_size: int, ref: str) -> Program[PodR
     return PodRead(selection.select(*groups), pages.resource_version, "pinned")
 
 
-def _read_full(selection: Selection, page_size: int, ref: str) -> Program[PodRead]:
+class _Chooser(Protocol):
+    """A selection of an object's pods: `Selection` (labels) or `Lineage` (labels, owner, name)."""
+
+    def matches(self, pod: Mapping[str, Any]) -> bool: ...
+
+    def select(self, *groups: Iterable[Mapping[str, Any]]) -> tuple[Mapping[str, Any], ...]: ...
+
+
+def _read_full(chooser: _Chooser, namespace: str, page_size: int, ref: str) -> Program[PodRead]:
     for _ in range(MAX_LIST_RESTARTS):
-        pages = yield from _list_pages(
-            v.POD, selection.namespace, None, None, None, page_size, ref, keep=selection.matches
-        )
+        pages = yield from _list_pages(v.POD, namespace, None, None, None, page_size, ref, keep=chooser.matches)
         if isinstance(pages, _PageFailure):
             if pages.failure.status == 410:
                 continue
             raise _failure(pages.request, pages.failure, ref)
-        return PodRead(selection.select(pages.items), pages.resource_version, "full")
+        return PodRead(chooser.select(pages.items), pages.resource_version, "full")
     raise UnreachableError(
-        f"{ref}: the pod list of namespace {selection.namespace} kept expiring (410 Gone) before it was read "
+        f"{ref}: the pod list of namespace {namespace} kept expiring (410 Gone) before it was read "
         "to the end; nothing was decided. Retry.",
         ref=ref,
     )
@@ -437,7 +478,7 @@ def read_pods(
         pinned = yield from _read_pinned(selection, page_size, ref)
         if pinned is not None:
             return pinned
-    return (yield from _read_full(selection, page_size, ref))
+    return (yield from _read_full(selection, selection.namespace, page_size, ref))
 
 
 def read_nodes(names: Sequence[str], *, ref: str) -> Program[dict[str, NodeLookup]]:
@@ -470,15 +511,49 @@ def read_nodes(names: Sequence[str], *, ref: str) -> Program[dict[str, NodeLooku
     return result
 
 
+#: recorded pods a drain check looks up with one GET each; beyond, one namespace-wide list finds them
+MAX_LOOKUPS: Final = 32
+
+
+def _lookup_recorded(
+    names: Sequence[str], namespace: str, *, ref: str, page_size: int
+) -> Program[dict[str, Mapping[str, Any] | None]]:
+    """The pods now under the recorded names the label selections did not list (fencing.py), None where
+    there is none. A name that is not a valid pod name is never put in a URL: no pod can have it."""
+    if not names:
+        return {}
+    if len(names) > MAX_LOOKUPS:
+        wanted = set(names)
+        items = yield from _list_all(v.POD, namespace, None, ref, keep=lambda pod: v.name_of(pod) in wanted)
+        found = {v.name_of(pod): pod for pod in items}
+        return {name: found.get(name) for name in names}
+    result: dict[str, Mapping[str, Any] | None] = {}
+    for name in names:
+        try:
+            validate_node_name(name)  # a pod name is an RFC 1123 subdomain too
+        except InvalidNameError:
+            result[name] = None
+            continue
+        request = GetObject(v.POD, namespace, name)
+        response = yield request
+        if isinstance(response, ApiFailure) and response.status == 404:
+            result[name] = None
+        else:
+            result[name] = _object(response, request, ref)
+    return result
+
+
 @dataclass(frozen=True)
 class Drain:
-    """What one drain check read (the pods, the Nodes it needed) and what of it blocks an admission.
+    """What one drain check read (the pods, the recorded pods the labels missed, the Nodes it needed) and what
+    of it blocks an admission.
 
     `remaining` is judged once here; `report` words it for the sensor, the trigger and `remaining_pods`, and
     release and `inspect` use the parts they need, so every caller decides from the same verdict.
     """
 
     read: PodRead
+    lookups: dict[str, Mapping[str, Any] | None]
     nodes: dict[str, NodeLookup]
     remaining: tuple[RemainingPod, ...]
 
@@ -495,21 +570,105 @@ def drain(
     strategy: PodReadStrategy = DEFAULT_POD_READ,
     page_size: int = DEFAULT_PAGE_SIZE,
 ) -> Program[Drain]:
-    """The drain check's reads: the consistent pod read, then the Nodes it needs: of the pods that may block,
-    and the recorded nodes where a pod the hold saw is no longer listed (fencing.py). Writes nothing.
+    """The drain check's reads: the consistent pod read; the recorded pods it did not list, looked up by name
+    (a pod whose labels were edited is found there); then the Nodes it needs: of the pods that may block, and
+    the recorded nodes where a pod the hold saw is gone (fencing.py). Writes nothing.
 
     The one sequence every drain check runs (release, kueue_admit, inspect, find, remaining_pods and
     `hooks.checks.drain_check`). `execution_pods` is the hold's record (`fencing.recorded`, None when there
-    is none) and has no default: a caller that forgot it would not see a pod that vanished on a lost node.
+    is none) and has no default: a caller that forgot it would not see a pod that vanished or was relabelled.
     """
     read = yield from read_pods(selection, ref=ref, strategy=strategy, page_size=page_size)
-    nodes = yield from read_nodes(nodes_to_check(read.pods, execution_pods), ref=ref)
-    return Drain(read, nodes, blocking_pods(read.pods, nodes, execution_pods, selection.namespace))
+    missing = missing_names(execution_pods, read.pods)
+    lookups = yield from _lookup_recorded(missing, selection.namespace, ref=ref, page_size=page_size)
+    found = relabelled_pods(execution_pods, lookups)
+    nodes = yield from read_nodes(nodes_to_check([*read.pods, *found], execution_pods), ref=ref)
+    remaining = blocking_pods(read.pods, nodes, execution_pods, selection.namespace, lookups)
+    return Drain(read, lookups, nodes, remaining)
 
 
 def _replace(coords: v.ApiCoordinates, body: Mapping[str, Any], ref: str) -> Program[Mapping[str, Any]]:
     """A conditional replace; 409 raises ConflictError (retryable: the check runs again)."""
     return (yield from call(ReplaceObject(coords, body), ref))
+
+
+# --- the hold's evidence and record ---------------------------------------------------------------------------
+
+
+def server_time(ref: str) -> Program[datetime | None]:
+    """The API server's clock (`ServerTime`); None when its answer carried no usable `Date`."""
+    request = ServerTime()
+    response = yield request
+    return parse_time(_object(response, request, ref).get("date"))
+
+
+def read_jobs(ref: Ref, jobset: Mapping[str, Any] | None) -> Program[dict[str, Mapping[str, Any] | None]]:
+    """The Jobs the JobSet's spec implies, each read itself (a quorum GET); None where one does not exist."""
+    result: dict[str, Mapping[str, Any] | None] = {}
+    for name in expected_job_names(jobset):
+        try:
+            validate_node_name(name)  # a Job name is an RFC 1123 subdomain too
+        except InvalidNameError:
+            result[name] = None
+            continue
+        request = GetObject(v.JOB, ref.namespace, name)
+        response = yield request
+        result[name] = (
+            None
+            if isinstance(response, ApiFailure) and response.status == 404
+            else _object(response, request, str(ref))
+        )
+    return result
+
+
+def hold_evidence(
+    obj: ManagedObject, execution_pods: ExecutionPods | None, *, settle_seconds: float
+) -> Program[HoldEvidence]:
+    """What judging the hold needs (evidence.py): the JobSet, its Jobs, and the API server's time."""
+    jobset = yield from read_jobset(obj.ref)
+    jobs = yield from read_jobs(obj.ref, jobset)
+    now = yield from server_time(str(obj.ref))
+    return HoldEvidence(jobset, jobs, execution_pods, now, settle_seconds)
+
+
+def _replicated_jobs_of_runtime(trainjob: Mapping[str, Any]) -> Program[list[Mapping[str, Any]]]:
+    try:
+        runtime = yield from read_runtime(trainjob)
+    except NotFoundError:
+        return []
+    return v.object_list(runtime, "spec", "template", "spec", "replicatedJobs")
+
+
+def read_lineage(
+    obj: ManagedObject, trainjob: Mapping[str, Any], *, page_size: int
+) -> Program[tuple[Mapping[str, Any], ...]]:
+    """The object's pods by a selection no label edit defeats (`selection.Lineage`): one full read of the
+    namespace, paid once per hold. The Job names come from the JobSet, or from the runtime when there is none."""
+    jobset = yield from read_jobset(obj.ref)
+    if jobset is not None:
+        replicated = v.object_list(jobset, "spec", "replicatedJobs")
+    else:
+        replicated = yield from _replicated_jobs_of_runtime(trainjob)
+    lineage = Lineage(obj.selection, frozenset(jobset_job_names(obj.ref.name, replicated)))
+    read = yield from _read_full(lineage, obj.ref.namespace, page_size, str(obj.ref))
+    return read.pods
+
+
+def ensure_record(
+    trainjob: Mapping[str, Any], obj: ManagedObject, *, page_size: int
+) -> Program[tuple[Mapping[str, Any], ExecutionPods]]:
+    """The record of the current execution's pods on a held object, written first when there is none (the
+    object was suspended by someone else, or by Kueue): its pods by lineage, stamped with the API server's time.
+    Returns the object as written (the next write is conditional on it) and the record."""
+    text = str(obj.ref)
+    existing = recorded(trainjob, obj.admission, text)
+    if existing is not None:
+        return trainjob, existing
+    since = yield from server_time(text)
+    pods = yield from read_lineage(obj, trainjob, page_size=page_size)
+    made = record(obj.admission, pods, since=since)
+    written = yield from _replace(v.TRAINJOB, record_body(trainjob, made.to_annotation()), text)
+    return written, made
 
 
 # --- release ------------------------------------------------------------------------------------------------
@@ -522,16 +681,7 @@ def _written_execution(response: Mapping[str, Any], expected: Execution) -> Exec
         return expected
 
 
-def _check_before_admission(
-    trainjob: Mapping[str, Any],
-    obj: ManagedObject,
-    *,
-    now: datetime | None,
-    pod_read: PodReadStrategy,
-    page_size: int,
-) -> Program[Mapping[str, Any]]:
-    """DESIGN §3 steps 1-5 on a held object; returns the runtime. Raises unless the object may be admitted."""
-    ref = str(obj.ref)
+def _refuse_unadmittable(trainjob: Mapping[str, Any], ref: str) -> None:
     if v.field(trainjob, "metadata", "deletionTimestamp") is not None:
         raise NotFoundError(
             f"TrainJob {ref} is being deleted, so it is not admitted. Open a new TrainJob once it is gone.",
@@ -544,13 +694,28 @@ def _check_before_admission(
             "it would admit nothing. Open a new TrainJob (a new submission) instead.",
             ref=ref,
         )
-    jobset = yield from read_jobset(obj.ref)
-    reason = hold_not_observed(trainjob, jobset)
+
+
+def _check_before_admission(
+    trainjob: Mapping[str, Any],
+    obj: ManagedObject,
+    execution_pods: ExecutionPods,
+    *,
+    now: datetime | None,
+    pod_read: PodReadStrategy,
+    page_size: int,
+    settle_seconds: float,
+    accepted_risks: Collection[str],
+) -> Program[Mapping[str, Any]]:
+    """DESIGN §3 on a held, recorded object; returns the runtime. Raises unless the object may be admitted:
+    the runtime policy, the hold observed for this execution and settled (evidence.py), then the drain check."""
+    ref = str(obj.ref)
+    runtime = yield from read_runtime(trainjob)
+    check_runtime_safe(trainjob, runtime, accepted_risks)
+    evidence = yield from hold_evidence(obj, execution_pods, settle_seconds=settle_seconds)
+    reason = hold_not_observed(trainjob, evidence, obj.admission)
     if reason is not None:
         raise SuspensionNotObservedError(f"{reason}. Nothing was admitted.", ref=ref)
-    runtime = yield from read_runtime(trainjob)
-    check_runtime_safe(trainjob, runtime)
-    execution_pods = recorded(trainjob, obj.admission, ref)
     drained = yield from drain(
         obj.selection, ref=ref, execution_pods=execution_pods, strategy=pod_read, page_size=page_size
     )
@@ -565,25 +730,41 @@ def release(
     now: datetime | None = None,
     pod_read: PodReadStrategy = DEFAULT_POD_READ,
     page_size: int = DEFAULT_PAGE_SIZE,
+    settle_seconds: float = DEFAULT_SETTLE_SECONDS,
+    accepted_risks: Collection[str] = frozenset(),
 ) -> Program[Execution]:
     """Lift the hold and admit a new execution after the drain check passes (DESIGN §3); return its identity.
 
     An object already running returns its current execution and nothing is written (a retry after a lost
-    response). Kueue mode: reactivate the Workload (Kueue re-admits; the admission check raises A), and return
-    the current execution; waiting for Admitted is the caller's.
+    response). A held object without dispatch's record of its execution's pods (suspended by someone else) gets
+    the record first (`ensure_record`). Kueue mode: reactivate the Workload (Kueue re-admits; the admission
+    check raises A), and return the current execution; waiting for Admitted is the caller's.
     """
     target = parse_ref(ref)
     trainjob = yield from read_trainjob(target)
     obj = managed(trainjob)
+    text = str(obj.ref)
     if obj.mode is Mode.KUEUE:
         yield from _set_workloads_active(obj, active=True)
         return obj.execution
     if not is_held(trainjob):
         return obj.execution
-    runtime = yield from _check_before_admission(trainjob, obj, now=now, pod_read=pod_read, page_size=page_size)
-    body, execution = admission_body(trainjob, runtime)
+    _refuse_unadmittable(trainjob, text)
+    trainjob, execution_pods = yield from ensure_record(trainjob, obj, page_size=page_size)
+    runtime = yield from _check_before_admission(
+        trainjob,
+        obj,
+        execution_pods,
+        now=now,
+        pod_read=pod_read,
+        page_size=page_size,
+        settle_seconds=settle_seconds,
+        accepted_risks=accepted_risks,
+    )
+    admitted_at = yield from server_time(text)
+    body, execution = admission_body(trainjob, runtime, admitted_at=admitted_at, accepted_risks=accepted_risks)
     try:
-        written = yield from _replace(v.TRAINJOB, body, str(obj.ref))
+        written = yield from _replace(v.TRAINJOB, body, text)
     except ConflictError:
         # The object changed after the read that was checked. If it now runs, an admission happened: another
         # caller's, or this very write re-sent after its answer was lost (a client retrying an idempotent PUT).
@@ -603,12 +784,16 @@ def kueue_admit(
     now: datetime | None = None,
     pod_read: PodReadStrategy = DEFAULT_POD_READ,
     page_size: int = DEFAULT_PAGE_SIZE,
+    settle_seconds: float = DEFAULT_SETTLE_SECONDS,
+    accepted_risks: Collection[str] = frozenset(),
 ) -> Program[Execution]:
     """Kueue mode, for the admission check controller: the drain check, then A+1 (suspend left to Kueue).
 
     `admission_key` identifies one Workload admission (the controller chooses it, e.g. Workload uid and the
     QuotaReserved transition time). When the TrainJob already carries that key, A was raised for this
     admission and the current execution is returned with nothing written: idempotent per Workload admission.
+    Kueue suspends the TrainJob without a dispatch hold, so the first check after a suspension writes the
+    record of the execution's pods (`ensure_record`), and the hold then settles (evidence.py).
     """
     target = parse_ref(ref)
     trainjob = yield from read_trainjob(target)
@@ -627,8 +812,21 @@ def kueue_admit(
             "unadmitted TrainJob again. Nothing was raised.",
             ref=text,
         )
-    runtime = yield from _check_before_admission(trainjob, obj, now=now, pod_read=pod_read, page_size=page_size)
-    body, execution = kueue_admission_body(trainjob, runtime, admission_key=admission_key)
+    _refuse_unadmittable(trainjob, text)
+    trainjob, execution_pods = yield from ensure_record(trainjob, obj, page_size=page_size)
+    runtime = yield from _check_before_admission(
+        trainjob,
+        obj,
+        execution_pods,
+        now=now,
+        pod_read=pod_read,
+        page_size=page_size,
+        settle_seconds=settle_seconds,
+        accepted_risks=accepted_risks,
+    )
+    body, execution = kueue_admission_body(
+        trainjob, runtime, admission_key=admission_key, accepted_risks=accepted_risks
+    )
     written = yield from _replace(v.TRAINJOB, body, text)
     return _written_execution(written, execution)
 
@@ -655,31 +853,41 @@ def hold(
 ) -> Program[Execution]:
     """Keep the object from running (plain: `spec.suspend: true`; Kueue: Workload `spec.active: false`).
 
-    Plain mode reads the execution's pods first (one consistent read) and records, in the same conditional
-    write that suspends, which of them were not finished and on which node (fencing.py), so that a pod whose
-    object later vanishes while its node is lost still blocks. A failed read writes nothing (retryable): a hold
-    without its record would be a hold that a force deletion can defeat.
-
-    Idempotent: an object already held is left as it is. Returns the current execution identity.
+    Plain mode reads the execution's pods first, by lineage (one full read of the namespace, so that a pod
+    whose labels were edited is recorded too), and records, in the same conditional write that suspends,
+    which of them were not finished, their uids and nodes, the API server's time, and when dispatch started
+    the execution (fencing.py, evidence.py). A failed read writes nothing (retryable): a hold without its
+    record would be a hold that a force deletion or a label edit can defeat. An object already held without
+    a record of its current execution (suspended by someone else) gets the record; one already held with it
+    is left as it is. `pod_read` is accepted for symmetry with the other programs: the hold always reads the
+    whole namespace. Returns the current execution identity.
     """
+    del pod_read
     target = parse_ref(ref)
     trainjob = yield from read_trainjob(target)
     obj = managed(trainjob)
+    text = str(obj.ref)
     if obj.mode is Mode.KUEUE:
         workloads = yield from _workloads(obj)
         if not workloads and not is_held(trainjob):
             raise UnreachableError(
                 f"TrainJob {obj.ref} runs under Kueue but has no Workload yet, so there is nothing to "
                 "deactivate; retry once Kueue has created it.",
-                ref=str(obj.ref),
+                ref=text,
             )
         yield from _set_workloads_active(obj, active=False)
         return obj.execution
     if is_held(trainjob):
+        yield from ensure_record(trainjob, obj, page_size=page_size)
         return obj.execution
-    read = yield from read_pods(obj.selection, ref=str(obj.ref), strategy=pod_read, page_size=page_size)
-    execution_pods = record(obj.admission, read.pods)
-    yield from _replace(v.TRAINJOB, hold_body(trainjob, execution_pods.to_annotation()), str(obj.ref))
+    since = yield from server_time(text)
+    pods = yield from read_lineage(obj, trainjob, page_size=page_size)
+    # a record of this execution on a running object means it was held and resumed outside dispatch since
+    # dispatch started it: its start is then unknown (evidence.py)
+    resumed_outside = recorded(trainjob, obj.admission, text) is not None
+    started = None if resumed_outside else parse_time(v.annotations_of(trainjob).get(v.ANNOTATION_ADMITTED_AT))
+    made = record(obj.admission, pods, since=since, started=started)
+    yield from _replace(v.TRAINJOB, hold_body(trainjob, made.to_annotation()), text)
     return obj.execution
 
 
@@ -766,19 +974,28 @@ def open(
     now: datetime | None = None,
     pod_read: PodReadStrategy = DEFAULT_POD_READ,
     page_size: int = DEFAULT_PAGE_SIZE,
+    settle_seconds: float = DEFAULT_SETTLE_SECONDS,
+    accepted_risks: Collection[str] = frozenset(),
 ) -> Program[Execution]:
     """Create the object held, then release it: the same check applies (a namesake may have left pods).
 
-    On AlreadyExists the existing TrainJob is taken as this object when it carries the same job id and
-    submission (a retried open after a lost response); anything else is refused (AlreadyExistsError). Right
-    after creation Trainer has usually not observed the hold yet, so the release raises
-    SuspensionNotObservedError; retrying open then continues with the existing object.
+    The create body carries the record of execution 0 (fencing.py): the pods a namesake left, read by lineage,
+    so that release needs no write of its own before it checks. On AlreadyExists the existing TrainJob is taken
+    as this object when it carries the same job id and submission (a retried open after a lost response);
+    anything else is refused (AlreadyExistsError). Right after creation Trainer has usually not observed the
+    hold yet, so the release raises SuspensionNotObservedError; retrying open then continues with the existing
+    object.
     """
     target, body = prepare_manifest(manifest, ref)
     text = str(target)
     runtime = yield from read_runtime(body)
-    check_runtime_safe(body, runtime)
-    dispatch_runtime_patch(runtime, managed(body).execution)
+    check_runtime_safe(body, runtime, accepted_risks)
+    obj = managed(body)
+    dispatch_runtime_patch(runtime, obj.execution)
+    since = yield from server_time(text)
+    leftovers = yield from read_lineage(obj, body, page_size=page_size)
+    annotations = body["metadata"].setdefault("annotations", {})
+    annotations[v.ANNOTATION_EXECUTION_PODS] = record(0, leftovers, since=since).to_annotation()
     request = CreateObject(v.TRAINJOB, target.namespace, body)
     response = yield request
     if isinstance(response, ApiFailure):
@@ -795,7 +1012,16 @@ def open(
         _same_object_or_refuse(_object(existing, lookup, text), body, text)
     else:
         _object(response, request, text)
-    return (yield from release(target, now=now, pod_read=pod_read, page_size=page_size))
+    return (
+        yield from release(
+            target,
+            now=now,
+            pod_read=pod_read,
+            page_size=page_size,
+            settle_seconds=settle_seconds,
+            accepted_risks=accepted_risks,
+        )
+    )
 
 
 def _same_object_or_refuse(existing: Mapping[str, Any], body: Mapping[str, Any], text: str) -> None:
@@ -818,20 +1044,26 @@ def _same_object_or_refuse(existing: Mapping[str, Any], body: Mapping[str, Any],
 
 
 def _inspect_object(
-    trainjob: Mapping[str, Any], *, now: datetime | None, pod_read: PodReadStrategy, page_size: int
+    trainjob: Mapping[str, Any],
+    *,
+    now: datetime | None,
+    pod_read: PodReadStrategy,
+    page_size: int,
+    settle_seconds: float,
 ) -> Program[Status]:
     obj = managed(trainjob)
-    jobset = yield from read_jobset(obj.ref)
     workload: Mapping[str, Any] | None = None
     if obj.mode is Mode.KUEUE:
         workloads = yield from _workloads(obj)
         workload = workloads[0] if workloads else None
     execution_pods = recorded(trainjob, obj.admission, str(obj.ref))
+    evidence = yield from hold_evidence(obj, execution_pods, settle_seconds=settle_seconds)
     drained = yield from drain(
         obj.selection, ref=str(obj.ref), execution_pods=execution_pods, strategy=pod_read, page_size=page_size
     )
-    pods, nodes = drained.read.pods, drained.nodes
-    return assess(trainjob, jobset, pods, nodes, workload=workload, now=now, execution_pods=execution_pods)
+    return assess(
+        trainjob, evidence, drained.read.pods, drained.nodes, lookups=drained.lookups, workload=workload, now=now
+    )
 
 
 def inspect(
@@ -840,10 +1072,15 @@ def inspect(
     now: datetime | None = None,
     pod_read: PodReadStrategy = DEFAULT_POD_READ,
     page_size: int = DEFAULT_PAGE_SIZE,
+    settle_seconds: float = DEFAULT_SETTLE_SECONDS,
 ) -> Program[Status]:
     """The status of one object (DESIGN §7). Writes nothing."""
     trainjob = yield from read_trainjob(parse_ref(ref))
-    return (yield from _inspect_object(trainjob, now=now, pod_read=pod_read, page_size=page_size))
+    return (
+        yield from _inspect_object(
+            trainjob, now=now, pod_read=pod_read, page_size=page_size, settle_seconds=settle_seconds
+        )
+    )
 
 
 def find(
@@ -853,6 +1090,7 @@ def find(
     now: datetime | None = None,
     pod_read: PodReadStrategy = DEFAULT_POD_READ,
     page_size: int = DEFAULT_PAGE_SIZE,
+    settle_seconds: float = DEFAULT_SETTLE_SECONDS,
 ) -> Program[Status]:
     """The status of the newest TrainJob in the namespace with that job id (by creationTimestamp, then name).
 
@@ -875,7 +1113,11 @@ def find(
         stamp = v.field(t, "metadata", "creationTimestamp")
         return (stamp if isinstance(stamp, str) else "", v.name_of(t))
 
-    return (yield from _inspect_object(max(matching, key=newest), now=now, pod_read=pod_read, page_size=page_size))
+    return (
+        yield from _inspect_object(
+            max(matching, key=newest), now=now, pod_read=pod_read, page_size=page_size, settle_seconds=settle_seconds
+        )
+    )
 
 
 def remaining_pods(

@@ -21,9 +21,10 @@ cannot widen or alter the selection.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 from airflow_provider_dispatch.dispatch.validation import (
     validate_job_id,
@@ -39,6 +40,7 @@ from airflow_provider_dispatch.dispatch.vocabulary import (
     labels_of,
     name_of,
     namespace_of,
+    object_list,
 )
 
 
@@ -113,4 +115,74 @@ class Selection:
 
     def select(self, *groups: Iterable[Mapping[str, Any]]) -> tuple[Mapping[str, Any], ...]:
         """The object's pods among the given lists (one namespace-wide list, or the per-selector lists)."""
+        return tuple(pod for pod in union(*groups) if self.matches(pod))
+
+
+#: `names.MaxGeneratedNameLength`: the Job controller cuts a pod's generateName prefix to this length
+MAX_GENERATED_NAME_PREFIX: Final = 58
+#: the random suffix the API server appends to a generateName (`names.SimpleNameGenerator`: 5 characters)
+_INDEXED_POD_NAME: Final = re.compile(r"(?P<prefix>.+)-(?P<index>0|[1-9][0-9]*)-[bcdfghjklmnpqrstvwxz2456789]{5}")
+
+
+def indexed_pod_prefix(job_name: str, index: str) -> str:
+    """The generateName the Job controller gives an Indexed Job's pod (`podGenerateNameWithIndex`)."""
+    tail = f"-{index}-"
+    prefix = job_name + tail
+    if len(prefix) > MAX_GENERATED_NAME_PREFIX:
+        prefix = job_name[: MAX_GENERATED_NAME_PREFIX - len(tail)] + tail
+    return prefix
+
+
+def jobset_job_names(jobset_name: str, replicated_jobs: Iterable[Mapping[str, Any]]) -> tuple[str, ...]:
+    """The child Job names JobSet gives: `<jobset>-<replicatedJob>-<index>` for every replica
+    (`kubernetes-sigs/jobset` `placement.GenJobName`); the JobSet is named after the TrainJob (k8s-apis §1.4)."""
+    names: list[str] = []
+    for job in replicated_jobs:
+        replicas = job.get("replicas", 1)
+        count = replicas if isinstance(replicas, int) and not isinstance(replicas, bool) and replicas >= 0 else 1
+        names.extend(f"{jobset_name}-{job.get('name')}-{index}" for index in range(count))
+    return tuple(names)
+
+
+@dataclass(frozen=True)
+class Lineage:
+    """The object's pods selected in a way no label edit defeats (fencing.py), for the hold's one full read.
+
+    A pod is the object's when `selection` takes it (its labels), or, unless it carries the jobset-name label of
+    another TrainJob, when its controller ownerReference names one of `job_names` (the Jobs JobSet creates,
+    `<jobset>-<replicatedJob>-<index>`), or when its name is one the Job controller gives a pod of one of them
+    (`<job>-<index>-<5 characters>`, the prefix cut to 58 characters: `podGenerateNameWithIndex`). Names are
+    immutable, and the Job controller drops its ownerReference from a pod whose labels no longer match (it
+    releases the pod), so the name is what an edit cannot reach. Both take more pods rather than fewer: a pod
+    of another TrainJob whose name happens to match and whose labels were removed counts too, and blocks.
+    """
+
+    selection: Selection
+    job_names: frozenset[str]
+
+    def _owned(self, pod: Mapping[str, Any]) -> bool:
+        for reference in object_list(pod, "metadata", "ownerReferences"):
+            if reference.get("kind") == "Job" and reference.get("name") in self.job_names:
+                return True
+        return False
+
+    def _named(self, pod: Mapping[str, Any]) -> bool:
+        match = _INDEXED_POD_NAME.fullmatch(name_of(pod))
+        if match is None:
+            return False
+        prefix = name_of(pod)[:-5]
+        index = match.group("index")
+        return any(prefix == indexed_pod_prefix(job, index) for job in self.job_names)
+
+    def matches(self, pod: Mapping[str, Any]) -> bool:
+        if self.selection.matches(pod):
+            return True
+        if not self.selection.in_namespace(pod):
+            return False
+        other = labels_of(pod).get(LABEL_JOBSET_NAME)
+        if other is not None and other != self.selection.name:
+            return False
+        return self._owned(pod) or self._named(pod)
+
+    def select(self, *groups: Iterable[Mapping[str, Any]]) -> tuple[Mapping[str, Any], ...]:
         return tuple(pod for pod in union(*groups) if self.matches(pod))

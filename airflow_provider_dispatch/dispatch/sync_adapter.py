@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from datetime import datetime
 from typing import Any, TypeVar
 
@@ -33,7 +33,14 @@ import urllib3
 from kubernetes.client.exceptions import ApiException
 
 from airflow_provider_dispatch.dispatch.assessment import DrainReport, Execution, Status
-from airflow_provider_dispatch.dispatch.operations import Operations, read_only_refusal, utc_now
+from airflow_provider_dispatch.dispatch.evidence import DEFAULT_SETTLE_SECONDS
+from airflow_provider_dispatch.dispatch.operations import (
+    Operations,
+    log_accepted_risks,
+    manifest_ref,
+    read_only_refusal,
+    utc_now,
+)
 from airflow_provider_dispatch.dispatch.programs import (
     DEFAULT_PAGE_SIZE,
     DEFAULT_POD_READ,
@@ -41,6 +48,7 @@ from airflow_provider_dispatch.dispatch.programs import (
     Program,
     Request,
     Response,
+    ServerTime,
     drive,
 )
 from airflow_provider_dispatch.dispatch.transport import (
@@ -51,6 +59,7 @@ from airflow_provider_dispatch.dispatch.transport import (
     decode_answer,
     http_call,
     kubeconfig_refusal,
+    server_time,
     transport_failure,
 )
 from airflow_provider_dispatch.dispatch.validation import Ref
@@ -70,7 +79,10 @@ class DispatchAdapter:
     and closed only when the adapter created it. `pod_read` and `page_size` choose how the drain check reads
     the pods (programs.py: `"pinned"` per-selector lists at one resourceVersion, or the `"full"` namespace
     list). `request_timeout` is (connect, read) seconds per call. `clock` gives `now` for explanations (how far
-    a grace period's deadline is) when a call does not pass one.
+    a grace period's deadline is) when a call does not pass one. `settle_seconds` is how long a hold settles
+    before an admission (evidence.py; 90 s by default), and `accepted_risks` names the runtime risks a platform
+    team accepts (policy.py: `pod-replacement`, `jobset-restart`): such runtimes are then admitted, and every
+    admission of one is logged with the risk.
     """
 
     def __init__(
@@ -82,9 +94,13 @@ class DispatchAdapter:
         page_size: int = DEFAULT_PAGE_SIZE,
         request_timeout: tuple[float, float] = DEFAULT_TIMEOUT,
         clock: Callable[[], datetime] = utc_now,
+        settle_seconds: float = DEFAULT_SETTLE_SECONDS,
+        accepted_risks: Collection[str] = frozenset(),
         owns_client: bool = False,
     ) -> None:
-        self.operations = Operations(read_only, pod_read, page_size, request_timeout, clock)
+        self.operations = Operations(
+            read_only, pod_read, page_size, request_timeout, clock, settle_seconds, frozenset(accepted_risks)
+        )
         self.api_client = api_client
         self._owns_client = owns_client
 
@@ -153,17 +169,19 @@ class DispatchAdapter:
 
     def release(self, ref: str | Ref, *, now: datetime | None = None) -> Execution:
         """Admit a new execution after the drain check (DESIGN §3); a running object returns its execution."""
-        return self.run(self.operations.release(ref, now=now))
+        return log_accepted_risks(logger, self.run(self.operations.release(ref, now=now)), ref)
 
     def open(
         self, manifest: Mapping[str, Any], *, ref: str | Ref | None = None, now: datetime | None = None
     ) -> Execution:
         """Create the TrainJob held, then release it; a retried open of the same object continues it."""
-        return self.run(self.operations.open(manifest, ref=ref, now=now))
+        execution = self.run(self.operations.open(manifest, ref=ref, now=now))
+        return log_accepted_risks(logger, execution, ref if ref is not None else manifest_ref(manifest))
 
     def kueue_admit(self, ref: str | Ref, *, admission_key: str, now: datetime | None = None) -> Execution:
         """Kueue mode (the admission check controller): the drain check, then A+1; idempotent per admission."""
-        return self.run(self.operations.kueue_admit(ref, admission_key=admission_key, now=now))
+        execution = self.run(self.operations.kueue_admit(ref, admission_key=admission_key, now=now))
+        return log_accepted_risks(logger, execution, ref)
 
     def inspect(self, ref: str | Ref, *, now: datetime | None = None) -> Status:
         """The status of one object (DESIGN §7). Writes nothing."""
@@ -223,6 +241,8 @@ class DispatchAdapter:
             return transport_failure(request, error)
         finally:
             response.release_conn()
+        if isinstance(request, ServerTime):
+            return server_time(response.status, response.headers.get("Date"))
         return decode_answer(response.status, data)
 
 

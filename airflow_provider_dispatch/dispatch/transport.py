@@ -8,6 +8,7 @@ have in common about the wire is here, once, and pure (no client import, no sock
   server applies it only at the resourceVersion that was checked; nothing here ever PATCHes. The body is sent as
   `application/json` and every answer is asked for as `application/json`: no client model is built for a
   request or an answer (50,000 pods decode as plain JSON, once).
+* `server_time`: the answer to `ServerTime`, the API server's `Date` header (its clock);
 * `decode_answer`: the status and raw bytes of an HTTP answer as the program wants them: the decoded object for
   a 2xx, else `ApiFailure(status, Status dict or text)`.
 * `transport_failure`: an exception that means "no HTTP answer" (refused, reset, timed out, TLS) as
@@ -21,6 +22,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
+from email.utils import parsedate_to_datetime
 from typing import Any, Final, Literal
 
 from airflow_provider_dispatch.dispatch.errors import WRITE_VERBS, RefusedError, scrub
@@ -33,6 +35,7 @@ from airflow_provider_dispatch.dispatch.programs import (
     ReplaceObject,
     Request,
     Response,
+    ServerTime,
 )
 from airflow_provider_dispatch.dispatch.vocabulary import NODE
 
@@ -74,6 +77,8 @@ def plain_json(body: Mapping[str, Any]) -> dict[str, Any]:
 
 def http_call(request: Request) -> HttpCall:
     """The REST call for a program's request (programs.py module docstring: the driver contract)."""
+    if isinstance(request, ServerTime):
+        return HttpCall("GET", "/version")
     if isinstance(request, GetNode):
         return HttpCall("GET", NODE.path(None, request.name))
     if isinstance(request, GetObject):
@@ -118,6 +123,22 @@ def decode_answer(status: int, data: bytes | str | None) -> Response:
     if not isinstance(decoded, dict):
         return ApiFailure(None, f"the API server answered {status} with a body that is not a JSON object")
     return decoded
+
+
+def server_time(status: int, date_header: str | None) -> Response:
+    """The answer to `ServerTime`: the `Date` header of a 2xx answer as RFC 3339 (the API server's clock).
+
+    An answer without a usable `Date` is reported like a lost answer (retryable): a settle judged against an
+    unknown clock would prove nothing."""
+    if not 200 <= status < 300:
+        return ApiFailure(status, None)
+    try:
+        moment = parsedate_to_datetime(date_header or "")
+    except (TypeError, ValueError):
+        moment = None
+    if moment is None or moment.tzinfo is None:
+        return ApiFailure(None, "the API server's answer carried no usable Date header")
+    return {"date": moment.strftime("%Y-%m-%dT%H:%M:%SZ")}
 
 
 def _cause(error: BaseException) -> BaseException | None:
@@ -178,5 +199,6 @@ __all__ = [
     "http_call",
     "kubeconfig_refusal",
     "plain_json",
+    "server_time",
     "transport_failure",
 ]

@@ -39,12 +39,26 @@ ANNOTATION_ADMISSION_KEY: Final = "dispatch.phpboyscout.uk/admission-key"
 #: plain mode: the pods of execution A that were not finished when dispatch held it, by node (fencing.py);
 #: what lets a drain check see a pod whose object vanished while its node was lost (anchors §8.1)
 ANNOTATION_EXECUTION_PODS: Final = "dispatch.phpboyscout.uk/execution-pods"
+#: plain mode: the server time at which dispatch's admitting write started the current execution (the `Date` of
+#: the API server's last answer before that write); what lets a hold long after the start skip the settle
+#: (evidence.py). Not in the seed.
+ANNOTATION_ADMITTED_AT: Final = "dispatch.phpboyscout.uk/admitted-at"
+#: the runtime risks (policy.py) a platform team accepted for the current execution, written by the admitting
+#: write so that `dispatch status` can show them. Not in the seed.
+ANNOTATION_ACCEPTED_RISKS: Final = "dispatch.phpboyscout.uk/accepted-risks"
 
 # --- upstream names -----------------------------------------------------------------------------------------
 
 #: JobSet puts it on child Jobs and pods; the value is the JobSet name, which is the TrainJob name
 #: (k8s-apis §1.4, §2.1; Kueue's own TrainJob PodLabelSelector uses it)
 LABEL_JOBSET_NAME: Final = "jobset.sigs.k8s.io/jobset-name"
+#: JobSet puts these on child Jobs and pods (k8s-apis §2.1): the replicated job's name and the Job's index in it
+LABEL_JOBSET_REPLICATED_JOB: Final = "jobset.sigs.k8s.io/replicatedjob-name"
+LABEL_JOBSET_JOB_INDEX: Final = "jobset.sigs.k8s.io/job-index"
+#: the Job controller puts it on its pods; the value is the Job's name (k8s-apis §3)
+LABEL_JOB_NAME: Final = "batch.kubernetes.io/job-name"
+#: the Job controller's pod annotation and label for an Indexed Job's completion index (k8s-apis §3)
+ANNOTATION_COMPLETION_INDEX: Final = "batch.kubernetes.io/job-completion-index"
 #: non-graceful node shutdown taint; any value, any effect (k8s-apis §5.4)
 TAINT_OUT_OF_SERVICE: Final = "node.kubernetes.io/out-of-service"
 #: the value the Kubernetes docs use for the out-of-service taint (k8s-apis §5.4)
@@ -120,6 +134,7 @@ CLUSTER_TRAINING_RUNTIME: Final = ApiCoordinates(
     "trainer.kubeflow.org", "v1alpha1", "clustertrainingruntimes", "ClusterTrainingRuntime", namespaced=False
 )
 JOBSET: Final = ApiCoordinates("jobset.x-k8s.io", "v1alpha2", "jobsets", "JobSet", namespaced=True)
+JOB: Final = ApiCoordinates("batch", "v1", "jobs", "Job", namespaced=True)
 WORKLOAD: Final = ApiCoordinates("kueue.x-k8s.io", "v1beta2", "workloads", "Workload", namespaced=True)
 POD: Final = ApiCoordinates("", "v1", "pods", "Pod", namespaced=True)
 NODE: Final = ApiCoordinates("", "v1", "nodes", "Node", namespaced=False)
@@ -177,6 +192,20 @@ def condition(obj: Mapping[str, Any] | None, condition_type: str) -> Mapping[str
 
 def condition_is_true(obj: Mapping[str, Any] | None, condition_type: str) -> bool:
     return bool(field(condition(obj, condition_type), "status") == "True")
+
+
+def uid_of(obj: Mapping[str, Any] | None) -> str | None:
+    value = field(obj, "metadata", "uid")
+    return value if isinstance(value, str) and value else None
+
+
+def controller_uid(obj: Mapping[str, Any] | None) -> str | None:
+    """The uid of the object's controller ownerReference (`controller: true`), if any."""
+    for reference in object_list(obj, "metadata", "ownerReferences"):
+        if reference.get("controller") is True:
+            uid = reference.get("uid")
+            return uid if isinstance(uid, str) and uid else None
+    return None
 
 
 def name_of(obj: Mapping[str, Any] | None) -> str:

@@ -72,8 +72,28 @@ def pod(
     return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec}
 
 
-def cluster_training_runtime(name: str = DEFAULT_RUNTIME, *, grace_seconds: int = 30) -> Obj:
-    """A PyTorch runtime with one replicated job `node`, as Trainer's `torch-distributed`."""
+def cluster_training_runtime(
+    name: str = DEFAULT_RUNTIME, *, grace_seconds: int = 30, pod_replacement_policy: str | None = "Failed"
+) -> Obj:
+    """A PyTorch runtime with one replicated job `node`, as Trainer's `torch-distributed`, but with the Job's
+    `podReplacementPolicy: Failed` that dispatch's runtime policy requires (dispatch/policy.py). Upstream's
+    runtimes leave it unset, so the Job default `TerminatingOrFailed` applies: pass None for that."""
+    job_spec: Obj = {
+        "template": {
+            "spec": {
+                "terminationGracePeriodSeconds": grace_seconds,
+                "containers": [
+                    {
+                        "name": "node",
+                        "image": "pytorch/pytorch:2.7.1-cuda12.8-cudnn9-runtime",
+                        "command": ["torchrun", "/workspace/train.py"],
+                    }
+                ],
+            }
+        }
+    }
+    if pod_replacement_policy is not None:
+        job_spec["podReplacementPolicy"] = pod_replacement_policy
     return {
         "apiVersion": TRAINER_API,
         "kind": "ClusterTrainingRuntime",
@@ -87,20 +107,7 @@ def cluster_training_runtime(name: str = DEFAULT_RUNTIME, *, grace_seconds: int 
                             "name": "node",
                             "template": {
                                 "metadata": {"labels": {"trainer.kubeflow.org/trainjob-ancestor-step": "trainer"}},
-                                "spec": {
-                                    "template": {
-                                        "spec": {
-                                            "terminationGracePeriodSeconds": grace_seconds,
-                                            "containers": [
-                                                {
-                                                    "name": "node",
-                                                    "image": "pytorch/pytorch:2.7.1-cuda12.8-cudnn9-runtime",
-                                                    "command": ["torchrun", "/workspace/train.py"],
-                                                }
-                                            ],
-                                        }
-                                    }
-                                },
+                                "spec": job_spec,
                             },
                         }
                     ]

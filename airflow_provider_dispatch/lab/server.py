@@ -15,6 +15,7 @@ import copy
 import json
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
+from wsgiref.handlers import format_date_time
 
 import yaml
 from aiohttp import web
@@ -95,7 +96,14 @@ class LabApiServer:
     def application(self) -> web.Application:
         app = web.Application(middlewares=[self._errors_middleware, self._auth_middleware, *self._middlewares])
         app.router.add_route("*", "/{tail:.*}", self._dispatch)
+        app.on_response_prepare.append(self._date_header)
         return app
+
+    async def _date_header(self, request: web.Request, response: web.StreamResponse) -> None:
+        """Every answer's `Date` is the lab clock's, as a real API server's is its clock (Go's net/http sets it
+        on every response): clients that judge elapsed time by the server's clock (dispatch's settle) see lab
+        time, which may run faster than the wall clock."""
+        response.headers["Date"] = format_date_time(self.clock.now())
 
     # ---------------------------------------------------------------------------------------- middleware
 

@@ -10,11 +10,15 @@ from __future__ import annotations
 
 import copy
 import itertools
+import json
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from airflow_provider_dispatch.dispatch import vocabulary as v
+from airflow_provider_dispatch.dispatch.assessment import managed
+from airflow_provider_dispatch.dispatch.evidence import HoldEvidence
+from airflow_provider_dispatch.dispatch.fencing import ExecutionPods, parse_time
 from airflow_provider_dispatch.dispatch.programs import (
     ApiFailure,
     CreateObject,
@@ -24,6 +28,7 @@ from airflow_provider_dispatch.dispatch.programs import (
     ReplaceObject,
     Request,
     Response,
+    ServerTime,
 )
 
 NS = "ml"
@@ -31,6 +36,9 @@ NAME = "ft-7"
 JOB_ID = "job-1"
 SUBMISSION = "s1"
 RUNTIME = "torch-distributed"
+#: the fake API server's clock (`ServerTime`), and a record time long before it (a settled hold)
+NOW = "2026-12-03T12:00:00Z"
+LONG_AGO = "2026-12-01T00:00:00Z"
 
 # --- builders -----------------------------------------------------------------------------------------------
 
@@ -54,7 +62,9 @@ def trainjob(
     rv: str | None = "10",
     uid: str = "uid-tj-1",
     runtime_kind: str | None = None,
+    record: str | None = None,
 ) -> dict[str, Any]:
+    """A TrainJob; `record` is the raw `execution-pods` annotation (`settled_record` builds one)."""
     labels: dict[str, str] = {}
     if job_id is not None:
         labels[v.LABEL_JOB_ID] = job_id
@@ -63,6 +73,8 @@ def trainjob(
     if queue is not None:
         labels[v.LABEL_KUEUE_QUEUE_NAME] = queue
     annotations = {v.ANNOTATION_ADMISSION: admission} if admission is not None else {}
+    if record is not None:
+        annotations[v.ANNOTATION_EXECUTION_PODS] = record
     metadata: dict[str, Any] = {"name": name, "namespace": namespace, "uid": uid, "labels": labels}
     if annotations:
         metadata["annotations"] = annotations
@@ -87,6 +99,11 @@ def trainjob(
     }
 
 
+def settled_record(admission: int | str | None = 0, *, since: str = LONG_AGO) -> str:
+    """The record of an execution's pods (none left) written by a hold long before `NOW`: settled."""
+    return json.dumps({"admission": int(admission or 0), "nodes": {}, "since": since})
+
+
 def jobset(*, name: str = NAME, namespace: str = NS, suspend: bool | None = True) -> dict[str, Any]:
     spec: dict[str, Any] = {} if suspend is None else {"suspend": suspend}
     return {
@@ -104,6 +121,8 @@ def runtime(
     pod_annotations: Mapping[str, str] | None = None,
     tolerations: list[dict[str, Any]] | None = None,
     namespace: str | None = None,
+    pod_replacement_policy: str | None = "Failed",
+    failure_policy: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     replicated = []
     for job in jobs:
@@ -115,7 +134,10 @@ def runtime(
             pod_template["metadata"]["annotations"] = dict(pod_annotations)
         if tolerations is not None:
             pod_template["spec"]["tolerations"] = tolerations
-        replicated.append({"name": job, "replicas": 1, "template": {"spec": {"template": pod_template}}})
+        job_spec: dict[str, Any] = {"template": pod_template}
+        if pod_replacement_policy is not None:
+            job_spec["podReplacementPolicy"] = pod_replacement_policy
+        replicated.append({"name": job, "replicas": 1, "template": {"spec": job_spec}})
     metadata: dict[str, Any] = {"name": name}
     if namespace is not None:
         metadata["namespace"] = namespace
@@ -123,7 +145,11 @@ def runtime(
         "apiVersion": "trainer.kubeflow.org/v1alpha1",
         "kind": "ClusterTrainingRuntime" if namespace is None else "TrainingRuntime",
         "metadata": metadata,
-        "spec": {"template": {"spec": {"replicatedJobs": replicated}}},
+        "spec": {
+            "template": {
+                "spec": {"replicatedJobs": replicated, **({"failurePolicy": failure_policy} if failure_policy else {})}
+            }
+        },
     }
 
 
@@ -220,6 +246,20 @@ def workload(*, uid: str = "uid-tj-1", active: bool = True, checks: Iterable[dic
     }
 
 
+def evidence(
+    jobset_obj: dict[str, Any] | None,
+    trainjob_obj: dict[str, Any] | None = None,
+    *,
+    jobs: Mapping[str, dict[str, Any] | None] | None = None,
+    execution_pods: ExecutionPods | None = None,
+) -> HoldEvidence:
+    """What judging a hold needs (evidence.py): the JobSet, its Jobs, and by default a record of the
+    TrainJob's current execution written long before `NOW` (a settled hold), at `NOW`."""
+    admission = managed(trainjob_obj).admission if trainjob_obj is not None else 0
+    record = execution_pods if execution_pods is not None else ExecutionPods(admission, {}, since=parse_time(LONG_AGO))
+    return HoldEvidence(jobset_obj, dict(jobs or {}), record, parse_time(NOW))
+
+
 # --- the fake API -------------------------------------------------------------------------------------------
 
 
@@ -247,6 +287,8 @@ class FakeApi:
     nodes_forbidden: bool = False
     exact_supported: bool = True
     rv: int = 100
+    #: what `ServerTime` answers: the API server's clock
+    now: str = NOW
     requests: list[Request] = field(default_factory=list)
     #: a hook that may answer a request instead of the fake (fault injection); None lets the fake answer
     intercept: Callable[[Request], Response | None] | None = None
@@ -289,6 +331,13 @@ class FakeApi:
                 if found is not None
                 else status(404, "NotFound", f'nodes "{request.name}" not found')
             )
+        if isinstance(request, ServerTime):
+            return {"date": self.now}
+        if isinstance(request, GetObject) and request.coords is v.POD:
+            pods = [
+                p for p in self.pods if v.name_of(p) == request.name and v.namespace_of(p) in ("", request.namespace)
+            ]
+            return copy.deepcopy(pods[0]) if pods else status(404, "NotFound", f'pods "{request.name}" not found')
         if isinstance(request, GetObject):
             found = self.get(request.coords, request.namespace, request.name)
             if found is None:
@@ -368,8 +417,10 @@ class FakeApi:
 
 
 def standard_api(**kwargs: Any) -> FakeApi:
-    """A held, observed, drained TrainJob with its JobSet and runtime: release should admit it."""
+    """A held, observed, recorded (long ago: settled), drained TrainJob with its JobSet and runtime: release
+    should admit it."""
     api = FakeApi()
+    kwargs.setdefault("record", settled_record(kwargs.get("admission")))
     api.add(v.TRAINJOB, trainjob(**kwargs))
     api.add(v.JOBSET, jobset())
     api.add(v.CLUSTER_TRAINING_RUNTIME, runtime())

@@ -20,7 +20,7 @@ from airflow_provider_dispatch.dispatch.errors import NotManagedError
 from airflow_provider_dispatch.dispatch.nodes import NodeLookup
 from airflow_provider_dispatch.dispatch.vocabulary import ANNOTATION_ADMISSION, LABEL_JOB_ID
 
-from .support import OUT_OF_SERVICE, condition, jobset, node, pod, trainjob, workload
+from .support import OUT_OF_SERVICE, condition, evidence, jobset, node, pod, trainjob, workload
 
 TERMINATING = "2026-08-21T10:00:30Z"
 NODES: dict[str, NodeLookup] = {"n1": node("n1"), "n2": node("n2", ready="Unknown")}
@@ -137,11 +137,11 @@ def test_states(
     cause: str,
     observed: bool,
 ) -> None:
-    status = assess(tj, js, pods, NODES)
+    status = assess(tj, evidence(js, tj), pods, NODES)
     assert status.state is state, case
     assert status.cause == cause, case
     assert status.hold_observed is observed, case
-    assert hold_observed(tj, js) is observed
+    assert hold_observed(tj, evidence(js, tj)) is observed
 
 
 def test_waiting_detail_lists_remaining_pods_and_hints() -> None:
@@ -150,7 +150,7 @@ def test_waiting_detail_lists_remaining_pods_and_hints() -> None:
         pod("b", node="n2", deletion=TERMINATING),
         pod("other", jobset_name="x", job_id="y"),
     ]
-    status = assess(trainjob(), jobset(), pods, NODES)
+    status = assess(trainjob(), evidence(jobset()), pods, NODES)
     assert status.detail.splitlines()[0] == "remaining pods: a on n1 (Ready=True), b on n2 (Ready=Unknown)"
     assert "kubectl taint node n2 node.kubernetes.io/out-of-service=nodeshutdown:NoExecute" in status.detail
     assert [p.name for p in status.remaining] == ["a", "b"]
@@ -159,32 +159,32 @@ def test_waiting_detail_lists_remaining_pods_and_hints() -> None:
 
 
 def test_not_observed_detail_says_why() -> None:
-    status = assess(trainjob(), jobset(suspend=False), [], NODES)
+    status = assess(trainjob(), evidence(jobset(suspend=False)), [], NODES)
     assert status.detail.startswith("JobSet ml/ft-7 does not have spec.suspend true yet")
-    assert hold_not_observed(trainjob(suspended_condition=None), None) is not None
+    assert hold_not_observed(trainjob(suspended_condition=None), evidence(None), 0) is not None
 
 
 def test_ceased_when_every_remaining_pod_ceased() -> None:
     nodes: dict[str, NodeLookup] = {"n2": node("n2", ready="Unknown", taints=[OUT_OF_SERVICE])}
-    status = assess(trainjob(), jobset(), [pod("b", node="n2", deletion=TERMINATING)], nodes)
+    status = assess(trainjob(), evidence(jobset()), [pod("b", node="n2", deletion=TERMINATING)], nodes)
     assert (status.state, status.drained, status.ceased) == (State.WAITING, False, True)
 
 
 def test_drained_is_ceased() -> None:
-    status = assess(trainjob(), jobset(), [], {})
+    status = assess(trainjob(), evidence(jobset()), [], {})
     assert (status.drained, status.ceased) == (True, True)
 
 
 def test_finished_object_still_lists_remaining_pods() -> None:
     tj = trainjob(conditions=[condition("Failed", "True", "FailedJobs", "jobset failed")])
-    status = assess(tj, None, [pod("a", node="n2", deletion=TERMINATING)], NODES)
+    status = assess(tj, evidence(None, tj), [pod("a", node="n2", deletion=TERMINATING)], NODES)
     assert status.state is State.FAILED
     assert "remaining pods: a on n2 (Ready=Unknown)" in status.detail
 
 
 def test_running_detail_names_the_execution() -> None:
     tj = trainjob(suspend=False, admission="2", suspended_condition="False")
-    status = assess(tj, jobset(suspend=False), [pod("a"), pod("b")], NODES)
+    status = assess(tj, evidence(jobset(suspend=False), tj), [pod("a"), pod("b")], NODES)
     assert (
         status.detail
         == "TrainJob ml/ft-7 runs execution 2 of job id job-1, submission s1; 2 of its pods are not finished"
@@ -202,7 +202,7 @@ def test_kueue_mode_shows_admission_checks() -> None:
             }
         ]
     )
-    status = assess(tj, jobset(), [pod("a", node="n2", deletion=TERMINATING)], NODES, workload=wl)
+    status = assess(tj, evidence(jobset(), tj), [pod("a", node="n2", deletion=TERMINATING)], NODES, workload=wl)
     assert status.mode is Mode.KUEUE
     assert status.state is State.WAITING
     assert status.detail.splitlines()[-1] == (
@@ -226,18 +226,18 @@ def test_kueue_mode_shows_admission_checks() -> None:
     ],
 )
 def test_kueue_held_causes(wl: dict[str, Any] | None, cause: str) -> None:
-    status = assess(trainjob(queue="user-queue"), jobset(), [], NODES, workload=wl)
+    status = assess(trainjob(queue="user-queue"), evidence(jobset()), [], NODES, workload=wl)
     assert (status.state, status.cause) == (State.HELD, cause)
 
 
 def test_execution_identity() -> None:
-    status = assess(trainjob(admission="4"), jobset(), [], NODES)
+    status = assess(trainjob(admission="4"), evidence(jobset(), trainjob(admission="4")), [], NODES)
     assert status.execution == Execution("job-1", "s1", 4)
     assert status.execution.as_dict() == {"job_id": "job-1", "submission": "s1", "admission": 4}
 
 
 def test_status_as_dict_is_json() -> None:
-    status = assess(trainjob(), jobset(), [pod("a", node="n2", deletion=TERMINATING)], NODES)
+    status = assess(trainjob(), evidence(jobset()), [pod("a", node="n2", deletion=TERMINATING)], NODES)
     data = json.loads(json.dumps(status.as_dict()))
     assert data["state"] == "waiting"
     assert data["remaining"][0]["node_state"] == "Ready=Unknown"
@@ -260,7 +260,7 @@ def test_not_managed(tj: dict[str, Any], needle: str) -> None:
     assert needle in str(caught.value)
     assert "ml/ft-7" in str(caught.value)
     with pytest.raises(NotManagedError):
-        assess(tj, None, [], {})
+        assess(tj, evidence(None, tj), [], {})
 
 
 def test_managed_reads_mode_and_admission() -> None:

@@ -187,5 +187,6 @@ def test_remaining_pod_carries_what_explanations_need() -> None:
         "ceased": False,
         "blocking": "not finished",
         "deletion_timestamp": "2026-08-21T10:00:30Z",
+        "relabelled": False,
     }
     assert remaining.deletion_grace_period_seconds == 30

@@ -13,12 +13,14 @@ from airflow_provider_dispatch.dispatch.admission import admission_body, hold_bo
 from airflow_provider_dispatch.dispatch.assessment import State, assess, drain_report
 from airflow_provider_dispatch.dispatch.blocking import Blocking
 from airflow_provider_dispatch.dispatch.errors import NotManagedError
+from airflow_provider_dispatch.dispatch.evidence import HoldEvidence
 from airflow_provider_dispatch.dispatch.fencing import (
     MAX_RECORDED_NAMES,
     UNNAMED,
     ExecutionPods,
     blocking_pods,
     nodes_to_check,
+    parse_time,
     record,
     recorded,
     vanished_pods,
@@ -26,7 +28,7 @@ from airflow_provider_dispatch.dispatch.fencing import (
 from airflow_provider_dispatch.dispatch.nodes import NodeLookup, NodeRead
 from airflow_provider_dispatch.dispatch.selection import Selection
 
-from .support import NS, OUT_OF_SERVICE, jobset, node, pod, runtime, trainjob
+from .support import NS, OUT_OF_SERVICE, evidence, jobset, node, pod, runtime, trainjob
 
 UNREACHABLE = {"key": "node.kubernetes.io/unreachable", "effect": "NoExecute"}
 
@@ -77,16 +79,27 @@ def test_a_node_never_read_is_not_confirmation() -> None:
 
 def test_the_record_keeps_the_pods_that_may_run_by_node() -> None:
     pods = [
-        pod("b", node="n2"),
-        pod("a", node="n2", deletion="2026-12-03T10:00:00Z"),
-        pod("c", node="n1", phase="Pending"),
+        pod("b", node="n2", uid="u-b"),
+        pod("a", node="n2", uid="u-a", deletion="2026-12-03T10:00:00Z"),
+        pod("c", node="n1", uid="u-c", phase="Pending"),
         pod("done", node="n1", phase="Succeeded"),
         pod("failed", node="n1", phase="Failed"),
-        pod("unscheduled", node=None, phase="Pending"),
+        pod("unscheduled", node=None, uid="u-u", phase="Pending"),
     ]
-    made = record(3, pods)
-    assert made == ExecutionPods(3, {"n1": ("c",), "n2": ("a", "b")})
-    assert json.loads(made.to_annotation()) == {"admission": 3, "nodes": {"n1": ["c"], "n2": ["a", "b"]}}
+    since = parse_time("2026-12-03T10:00:00Z")
+    made = record(3, pods, since=since)
+    uids = {"a": "u-a", "b": "u-b", "c": "u-c", "unscheduled": "u-u"}
+    assert made == ExecutionPods(
+        3, {"n1": ("c",), "n2": ("a", "b")}, uids=uids, unscheduled=("unscheduled",), since=since
+    )
+    assert json.loads(made.to_annotation()) == {
+        "admission": 3,
+        "nodes": {"n1": ["c"], "n2": ["a", "b"]},
+        "uids": uids,
+        "unscheduled": ["unscheduled"],
+        "since": "2026-12-03T10:00:00Z",
+    }
+    assert recorded(held_with(made, admission="3"), 3, "ml/ft-7") == made
 
 
 def test_a_record_too_large_keeps_the_nodes_without_names() -> None:
@@ -148,14 +161,14 @@ def test_assess_and_the_drain_report_see_the_vanished_pod() -> None:
     execution_pods = ExecutionPods(1, {"n1": ("p-0",)})
     obj = held_with(execution_pods)
     lost = {"n1": node("n1", ready="Unknown", taints=[UNREACHABLE])}
-    status = assess(obj, jobset(), [], lost)
+    status = assess(obj, evidence(jobset(), obj, execution_pods=execution_pods), [], lost)
     assert status.state is State.WAITING
     assert [p.name for p in status.remaining] == ["p-0"]
     assert "p-0 on n1 (Ready=Unknown)" in status.detail
     assert "deleted from the API" in status.detail
-    # a caller that already parsed the record (inspect) passes it; by default it is read off the TrainJob
-    assert assess(obj, jobset(), [], lost, execution_pods=execution_pods) == status
-    assert assess(obj, jobset(), [], lost, execution_pods=None).state is State.HELD
+    # without the record nothing vanished can be seen, and the hold counts as not observed: no record, no admission
+    unrecorded = assess(obj, HoldEvidence(jobset(), record=None), [], lost)
+    assert (unrecorded.state, unrecorded.remaining, unrecorded.hold_observed) == (State.WAITING, (), False)
     selection = Selection(NS, "ft-7", "job-1", "s1")
     report = drain_report("ml/ft-7", selection, [], lost, "5", execution_pods=execution_pods)
     assert not report.drained
@@ -164,7 +177,10 @@ def test_assess_and_the_drain_report_see_the_vanished_pod() -> None:
 
 
 def test_a_vanished_pod_on_a_node_not_readable_asks_for_the_node_role_only() -> None:
-    status = assess(held_with(ExecutionPods(1, {"n1": ("p-0",)})), jobset(), [], {"n1": NodeRead.NOT_READABLE})
+    obj = held_with(ExecutionPods(1, {"n1": ("p-0",)}))
+    status = assess(
+        obj, evidence(jobset(), obj, execution_pods=recorded(obj, 1, "ml/ft-7")), [], {"n1": NodeRead.NOT_READABLE}
+    )
     assert "p-0 on n1 (not readable)" in status.detail
     assert "grant get and list on nodes" in status.detail
     assert "must go by" not in status.detail

@@ -11,7 +11,7 @@ from airflow_provider_dispatch.dispatch.admission import check_runtime_safe
 from airflow_provider_dispatch.dispatch.assessment import hold_not_observed
 from airflow_provider_dispatch.dispatch.errors import SpecRejectedError
 
-from .support import jobset, patch, runtime, trainjob
+from .support import evidence, jobset, patch, runtime, trainjob
 
 
 def _labelling_patch(manager: str, labels: dict[str, str]) -> dict[str, Any]:
@@ -69,7 +69,7 @@ def test_the_hold_is_observed_only_when_every_job_is_suspended_or_finished(
     counts: dict[str, int], observed: bool
 ) -> None:
     held = trainjob(suspend=True, suspended_condition="True")
-    reason = hold_not_observed(held, _jobset(2, **counts))
+    reason = hold_not_observed(held, evidence(_jobset(2, **counts), held), 0)
     assert (reason is None) == observed
     if not observed:
         assert reason is not None

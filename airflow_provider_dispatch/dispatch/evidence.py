@@ -1,0 +1,262 @@
+"""Whether the hold of the current execution is observed by every controller that could still create its pods.
+
+The drain check's pod list proves that no pod exists. It proves that none will appear only once every controller
+between the TrainJob and its pods acts on the hold, and once no write a controller started from an older view
+can still land (DESIGN §3.1, §3.5). Evidence counts only when it is about the *current* execution A: a
+`Suspended` condition or a suspended JobSet left over from an earlier hold proves nothing (the ABA of the promise
+issue). So the hold of execution A is observed when all of this holds:
+
+1. **TrainJob**: `spec.suspend: true` and its `Suspended` condition True (Trainer saw a hold).
+2. **Trainer applied this execution's hold to the JobSet.** The JobSet named after the TrainJob exists, is
+   controlled by this TrainJob (ownerReference uid: not a namesake's leftover), has `spec.suspend: true`, and
+   its pod templates carry the admission label the TrainJob's runtime patches put now (A for dispatch's
+   patch). Trainer applies the JobSet from one TrainJob state at a time, and applies it while the TrainJob is
+   suspended (`kubeflow/trainer` `trainjob_controller.go` `reconcileObjects`, v2.3.0), so a suspended JobSet
+   carrying A's labels was applied from a state after A's hold: a JobSet still carrying A-1's labels was
+   suspended by an earlier hold, and Trainer may still be about to act on A's release. While A = 0 (never
+   admitted) there is nothing to compare, and a JobSet that does not exist yet is awaited only when A > 0.
+3. **JobSet counted every Job suspended or finished** (`status.replicatedJobsStatus[]`: `suspended + succeeded
+   + failed` reaches `replicas`): `spec.suspend` on the JobSet is what Trainer wrote, not what the Jobs did.
+4. **Every Job, read itself**, exists (a Job a restart has not recreated yet may be created unsuspended by a
+   write in flight), is controlled by this JobSet, and is `spec.suspend: true` or finished. The JobSet's status
+   counts come from its cache and may be stale; the Job objects are read with a quorum read.
+5. **No write from before the hold can still land** (a pod creation the Job controller started before it saw
+   the suspension, JobSet resuming or creating a Job, Trainer applying the JobSet). The API server abandons a
+   request after its request timeout (`kube-apiserver --request-timeout`, 60 s by default; admission webhooks
+   run inside it), so a write a controller started before it saw the hold lands within that time of the hold
+   reaching it, or never. dispatch records the hold (fencing.py) with the API server's time, and waits until
+   the hold is `settle_seconds` old (90 s by default: the 60 s timeout plus 30 s for the controllers to see the
+   hold). One exception needs no wait: when dispatch itself started the execution (its admitting write) at least
+   `settle_seconds` before the hold, every write that start set off has landed, and each Job that was resumed
+   for this execution shows that the Job controller acted on the hold after it recorded the start (its
+   `status.startTime` is set, which JobSet clears when it resumes a Job and the Job controller sets when it acts
+   on the resume, and its `Suspended` condition is True, which the Job controller writes only in a later sync:
+   `job_controller.go` `syncJob`; a sync starts only after the previous one returned, so a creation of an
+   earlier sync has landed or failed). A never-admitted object (A = 0) has no writes of its own in flight.
+
+What stays outside: a controller whose view lags the hold by more than 30 s and then starts a write (the bound
+assumes controllers see an update within that time), and a write the API server finishes after it answered
+504 (its handler context is cancelled, so the storage write is abandoned unless it was already sent to etcd).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any, Final
+
+from airflow_provider_dispatch.dispatch.fencing import ExecutionPods
+from airflow_provider_dispatch.dispatch.selection import jobset_job_names
+from airflow_provider_dispatch.dispatch.vocabulary import (
+    CONDITION_SUSPENDED,
+    POD_LABEL_ADMISSION,
+    condition_is_true,
+    controller_uid,
+    name_of,
+    namespace_of,
+    object_list,
+    string_map,
+    uid_of,
+)
+from airflow_provider_dispatch.dispatch.vocabulary import (
+    field as field_of,
+)
+
+#: the API server's default request timeout (60 s) plus 30 s for controllers to see the hold (module docstring)
+DEFAULT_SETTLE_SECONDS: Final = 90.0
+
+
+@dataclass(frozen=True)
+class HoldEvidence:
+    """What a check read to judge the hold: the JobSet and its Jobs, the record, and the API server's time.
+
+    `jobs` maps each Job name the JobSet's spec implies (`expected_job_names`) to the Job, or None when it does
+    not exist. `server_now` is the API server's clock (the `Date` of an answer), None when unknown.
+    """
+
+    jobset: Mapping[str, Any] | None
+    jobs: Mapping[str, Mapping[str, Any] | None] = field(default_factory=dict)
+    record: ExecutionPods | None = None
+    server_now: datetime | None = None
+    settle_seconds: float = DEFAULT_SETTLE_SECONDS
+
+
+def expected_job_names(jobset: Mapping[str, Any] | None) -> tuple[str, ...]:
+    """The child Job names the JobSet's spec implies (`selection.jobset_job_names`)."""
+    if jobset is None:
+        return ()
+    return jobset_job_names(name_of(jobset), object_list(jobset, "spec", "replicatedJobs"))
+
+
+def _admission_label_patched(trainjob: Mapping[str, Any], replicated_job: str) -> str | None:
+    """The admission pod label the TrainJob's runtime patches put on a replicated job (later patches win)."""
+    value: str | None = None
+    for patch in object_list(trainjob, "spec", "runtimePatches"):
+        for job in object_list(patch, "trainingRuntimeSpec", "template", "spec", "replicatedJobs"):
+            if job.get("name") != replicated_job:
+                continue
+            labels = string_map(job, "template", "spec", "template", "metadata", "labels")
+            if POD_LABEL_ADMISSION in labels:
+                value = labels[POD_LABEL_ADMISSION]
+    return value
+
+
+def _stale_templates(trainjob: Mapping[str, Any], jobset: Mapping[str, Any]) -> list[str]:
+    """Replicated jobs whose JobSet pod template carries another admission label than the TrainJob asks for."""
+    stale: list[str] = []
+    for job in object_list(jobset, "spec", "replicatedJobs"):
+        name = str(job.get("name", ""))
+        shown = string_map(job, "template", "spec", "template", "metadata", "labels").get(POD_LABEL_ADMISSION)
+        wanted = _admission_label_patched(trainjob, name)
+        if shown != wanted:
+            stale.append(f"{name}: {shown or 'none'} instead of {wanted or 'none'}")
+    return stale
+
+
+def _jobs_not_yet_suspended(jobset: Mapping[str, Any]) -> list[str]:
+    """Replicated jobs whose Jobs the JobSet's status does not yet count as suspended or finished.
+
+    JobSet sets `suspend` on each child Job and counts them in `status.replicatedJobsStatus[].suspended`;
+    finished Jobs are counted as `succeeded` or `failed` (k8s-apis §2.2, `calculateReplicatedJobStatuses`).
+    """
+    counts = {entry.get("name"): entry for entry in object_list(jobset, "status", "replicatedJobsStatus")}
+    lagging: list[str] = []
+    for replicated in object_list(jobset, "spec", "replicatedJobs"):
+        name = replicated.get("name")
+        replicas = replicated.get("replicas", 1)
+        entry = counts.get(name) or {}
+        settled = sum(int(entry.get(key) or 0) for key in ("suspended", "succeeded", "failed"))
+        if not isinstance(replicas, int) or settled < replicas:
+            lagging.append(f"{name}: {settled} of {replicas} Jobs")
+    return lagging
+
+
+def job_finished(job: Mapping[str, Any]) -> bool:
+    return condition_is_true(job, "Complete") or condition_is_true(job, "Failed")
+
+
+def _job_problem(name: str, job: Mapping[str, Any] | None, jobset_uid: str | None) -> str | None:
+    if job is None:
+        return f"Job {name} does not exist (yet): JobSet may still be creating it, so it may still create pods"
+    owner = controller_uid(job)
+    if jobset_uid is not None and owner != jobset_uid:
+        return f"Job {name} belongs to an earlier JobSet (it is being deleted): wait until it is gone"
+    if job_finished(job):
+        return None
+    if field_of(job, "spec", "suspend") is not True:
+        return f"Job {name} is not suspended yet: it may still create pods"
+    return None
+
+
+def resumed_for(job: Mapping[str, Any], admission: int) -> bool:
+    """JobSet merged this execution's pod labels into the Job: it resumed the Job for execution `admission`
+    (JobSet's `resumeJob` merges the JobSet's pod template labels into the Job's only when it resumes it)."""
+    labels = string_map(job, "spec", "template", "metadata", "labels")
+    return labels.get(POD_LABEL_ADMISSION) == str(admission)
+
+
+def job_controller_acted(job: Mapping[str, Any]) -> bool:
+    """The Job controller recorded the Job's last start (`startTime`) and then its suspension (module doc)."""
+    return field_of(job, "status", "startTime") is not None and condition_is_true(job, CONDITION_SUSPENDED)
+
+
+def settles_at(record: ExecutionPods | None, settle_seconds: float) -> datetime | None:
+    """When the recorded hold is old enough that no write from before it can land (module docstring, 5)."""
+    if record is None or record.since is None:
+        return None
+    return record.since + timedelta(seconds=settle_seconds)
+
+
+def _shortcut(record: ExecutionPods, evidence: HoldEvidence, admission: int) -> bool:
+    """dispatch started this execution long before the hold, and every Job resumed for it shows the Job
+    controller acted on the hold (module docstring, 5)."""
+    if record.started is None or record.since is None:
+        return False
+    if (record.since - record.started).total_seconds() < evidence.settle_seconds:
+        return False
+    return all(
+        job is None or job_finished(job) or not resumed_for(job, admission) or job_controller_acted(job)
+        for job in evidence.jobs.values()
+    )
+
+
+def hold_not_observed(trainjob: Mapping[str, Any], evidence: HoldEvidence, admission: int) -> str | None:
+    """Why the hold of execution `admission` is not observed yet, or None when it is (module docstring)."""
+    ref = f"{namespace_of(trainjob)}/{name_of(trainjob)}"
+    if field_of(trainjob, "spec", "suspend") is not True:
+        return f"TrainJob {ref} is not held (spec.suspend is not true)"
+    if not condition_is_true(trainjob, CONDITION_SUSPENDED):
+        return (
+            f"TrainJob {ref} is held but its Suspended condition is not True yet: Trainer has not observed "
+            "the hold, so Jobs may still create pods; retry shortly"
+        )
+    jobset = evidence.jobset
+    if jobset is None:
+        if admission > 0:
+            return (
+                f"JobSet {ref} does not exist: Trainer has not created the JobSet of the held TrainJob yet, and "
+                "until it has, it may still act on an older state of it; retry shortly"
+            )
+        return None
+    owner = controller_uid(jobset)
+    if owner is not None and owner != uid_of(trainjob):
+        return (
+            f"JobSet {ref} belongs to an earlier TrainJob of this name (owner uid {owner}): wait until the "
+            "garbage collector has deleted it"
+        )
+    if field_of(jobset, "spec", "suspend") is not True:
+        return (
+            f"JobSet {ref} does not have spec.suspend true yet: the hold has not reached it, so its Jobs may "
+            "still create pods; retry shortly"
+        )
+    stale = _stale_templates(trainjob, jobset)
+    if stale:
+        return (
+            f"JobSet {ref} is suspended but its pod templates still carry another execution's admission label "
+            f"({'; '.join(stale)}): the suspension is left over from an earlier hold and Trainer has not applied "
+            f"this execution's yet (it may still act on the release before it); retry shortly"
+        )
+    lagging = _jobs_not_yet_suspended(jobset)
+    if lagging:
+        return (
+            f"JobSet {ref} is suspended but its status does not show every Job suspended or finished yet "
+            f"({', '.join(lagging)}): a Job that has not seen the hold may still create a pod after "
+            "the pods are read; retry shortly"
+        )
+    jobset_uid = uid_of(jobset)
+    for name, job in evidence.jobs.items():
+        problem = _job_problem(name, job, jobset_uid)
+        if problem is not None:
+            return f"TrainJob {ref}: {problem}; retry shortly"
+    if admission == 0:
+        return None
+    record = evidence.record
+    if record is None:
+        return (
+            f"TrainJob {ref} is held without dispatch's record of execution {admission}'s pods: a writer "
+            "(release, hold, or the admission check) records them first"
+        )
+    if _shortcut(record, evidence, admission):
+        return None
+    until = settles_at(record, evidence.settle_seconds)
+    now = evidence.server_now
+    if until is not None and (now is None or now < until):
+        return (
+            f"the hold of TrainJob {ref} settles until {until.strftime('%Y-%m-%dT%H:%M:%SZ')}: a pod creation "
+            "or another write a controller started before it saw the hold may still land until then (the API "
+            f"server's request timeout plus the time controllers take to see the hold, {evidence.settle_seconds:g} s)"
+        )
+    return None
+
+
+__all__ = [
+    "DEFAULT_SETTLE_SECONDS",
+    "HoldEvidence",
+    "expected_job_names",
+    "hold_not_observed",
+    "job_controller_acted",
+    "job_finished",
+    "resumed_for",
+    "settles_at",
+]
