@@ -25,6 +25,7 @@ from kubernetes.client import ApiException
 from airflow_provider_dispatch.dispatch import vocabulary as v
 from airflow_provider_dispatch.dispatch.admission import dispatch_runtime_patch
 from airflow_provider_dispatch.dispatch.assessment import Execution
+from airflow_provider_dispatch.dispatch.fencing import parse_time, record
 from airflow_provider_dispatch.lab import manifests
 
 Obj = dict[str, Any]
@@ -206,10 +207,14 @@ class Cluster:
         )
         self.set_trainjob_status(name, {"conditions": conditions})
 
-    def jobset(self, name: str, *, suspend: bool = True, jobs: Sequence[str] = ("node",)) -> Obj:
+    def jobset(
+        self, name: str, *, suspend: bool = True, jobs: Sequence[str] = ("node",), child_jobs: bool = True
+    ) -> Obj:
         """The JobSet Trainer builds: same name and namespace, controller ownerReference to the TrainJob,
-        `spec.suspend` = the TrainJob's (k8s-apis §1.4 `Build`); its status as JobSet computes it, `active`
-        counting Jobs with active pods, which excludes Terminating ones (§2.2)."""
+        `spec.suspend` = the TrainJob's, the pod-template labels of its runtime patches applied in order
+        (k8s-apis §1.4 `Build`, §1.2); its status as JobSet computes it, `active` counting Jobs with active
+        pods, which excludes Terminating ones (§2.2). With `child_jobs`, the Jobs JobSet creates for it
+        (`job`)."""
         owner = self.trainjob_object(name)
         replicated = [
             {
@@ -218,10 +223,11 @@ class Cluster:
                 "template": {
                     "spec": {
                         "template": {
+                            "metadata": {"labels": _patched_pod_labels(owner, job)},
                             "spec": {
                                 "restartPolicy": "OnFailure",
                                 "containers": [{"name": "node", "image": "pytorch/pytorch:2.7.1"}],
-                            }
+                            },
                         }
                     }
                 },
@@ -264,7 +270,56 @@ class Cluster:
             {"status": status},
             _content_type=MERGE_PATCH,
         )
+        if child_jobs:
+            for job in replicated:
+                self.job(created, job, suspend=suspend)
         return dict(created)
+
+    def job(self, jobset: Mapping[str, Any], replicated: Mapping[str, Any], *, suspend: bool = True) -> Obj:
+        """The Job JobSet creates for index 0 of a replicated job: `<jobset>-<replicatedJob>-0`, controller
+        ownerReference to the JobSet, the JobSet's pod template (JobSet's `constructJob`), suspended with it;
+        its status as the Job controller leaves a Job that ran and was then suspended: `startTime` recorded,
+        then the `Suspended` condition True (`job_controller.go` `syncJob`), or resumed (`Suspended` False)."""
+        name = f"{v.name_of(jobset)}-{replicated['name']}-0"
+        template = copy.deepcopy(replicated["template"]["spec"]["template"])
+        template.setdefault("spec", {})["restartPolicy"] = "OnFailure"
+        body = {
+            "apiVersion": "batch/v1",
+            "kind": "Job",
+            "metadata": {
+                "name": name,
+                "labels": {v.LABEL_JOBSET_NAME: v.name_of(jobset)},
+                "ownerReferences": [
+                    {
+                        "apiVersion": v.JOBSET.api_version,
+                        "kind": "JobSet",
+                        "name": v.name_of(jobset),
+                        "uid": jobset["metadata"]["uid"],
+                        "controller": True,
+                        "blockOwnerDeletion": True,
+                    }
+                ],
+            },
+            "spec": {
+                "suspend": suspend,
+                "completionMode": "Indexed",
+                "completions": 1,
+                "parallelism": 1,
+                "template": template,
+            },
+        }
+        created = kubernetes.client.BatchV1Api(self.api).create_namespaced_job(self.namespace, body)
+        condition = {
+            "type": "Suspended",
+            "status": "True" if suspend else "False",
+            "reason": "JobSuspended" if suspend else "JobResumed",
+            "message": "Job suspended" if suspend else "Job resumed",
+            "lastProbeTime": TIMESTAMP,
+            "lastTransitionTime": TIMESTAMP,
+        }
+        status = {"startTime": TIMESTAMP, "active": 0, "conditions": [condition]}
+        self.merge_patch(f"/apis/batch/v1/namespaces/{self.namespace}/jobs/{name}/status", {"status": status})
+        return dict(kubernetes.client.ApiClient().sanitize_for_serialization(created))
 
     # --- pods: Job controller, scheduler, kubelet, PodGC ---------------------------------------------------
 
@@ -367,7 +422,28 @@ class Cluster:
         if terminating:
             for pod in pods:
                 self.job_controller_deletes(pod)
+        self.dispatch_recorded_hold(name, admission)
         return execution, pods
+
+    def dispatch_recorded_hold(self, name: str, admission: int, *, since: str = TIMESTAMP) -> None:
+        """dispatch's hold of execution `admission` at `since` (long before the lab's now: a settled hold): the
+        record of its pods (fencing.py), read by lineage as the hold reads them, written with a JSON merge patch
+        of the annotation. The conditional write the real hold makes is not what these tests are about."""
+        pods = [
+            kubernetes.client.ApiClient().sanitize_for_serialization(p)
+            for p in self.core.list_namespaced_pod(self.namespace).items
+        ]
+        made = record(
+            admission, [p for p in pods if v.labels_of(p).get(v.LABEL_JOBSET_NAME) == name], since=parse_time(since)
+        )
+        self.custom.patch_namespaced_custom_object(
+            *_TRAINER,
+            self.namespace,
+            "trainjobs",
+            name,
+            {"metadata": {"annotations": {v.ANNOTATION_EXECUTION_PODS: made.to_annotation()}}},
+            _content_type=MERGE_PATCH,
+        )
 
     # --- reading back ----------------------------------------------------------------------------------------
 
@@ -382,3 +458,14 @@ class Cluster:
 
 
 _TRAINER = ("trainer.kubeflow.org", "v1alpha1")
+
+
+def _patched_pod_labels(trainjob: Mapping[str, Any], replicated_job: str) -> dict[str, str]:
+    """The pod-template labels the TrainJob's runtime patches put on a replicated job, later patches winning
+    (Trainer applies `runtimePatches` in order onto the runtime's template, k8s-apis §1.2)."""
+    labels: dict[str, str] = {}
+    for patch in v.object_list(trainjob, "spec", "runtimePatches"):
+        for job in v.object_list(patch, "trainingRuntimeSpec", "template", "spec", "replicatedJobs"):
+            if job.get("name") == replicated_job:
+                labels |= v.string_map(job, "template", "spec", "template", "metadata", "labels")
+    return labels

@@ -30,6 +30,7 @@ from aiohttp import web
 
 from airflow_provider_dispatch.dispatch import AsyncDispatchAdapter, DispatchAdapter
 from airflow_provider_dispatch.dispatch.assessment import DrainReport, Execution, Status
+from airflow_provider_dispatch.dispatch.evidence import DEFAULT_SETTLE_SECONDS
 from airflow_provider_dispatch.lab.auth import Decision, UserInfo
 from airflow_provider_dispatch.lab.errors import ApiError
 from airflow_provider_dispatch.lab.faults import FaultInjector, FaultRule
@@ -164,6 +165,10 @@ class DispatchLab:
     def kubeconfig(self, user: str) -> Path:
         token = next(t for t, u in TOKENS.items() if u == user)
         return self.lab.kubeconfig(user, token=token, user=user)
+
+    def settle(self) -> None:
+        """Let lab time pass until a hold recorded now has settled (evidence.py: 90 s by default)."""
+        self.lab.call(lambda: self.lab.clock.advance(DEFAULT_SETTLE_SECONDS + 1))
 
     def revision(self) -> int:
         """The store's global resourceVersion: unchanged means nothing at all was written anywhere."""

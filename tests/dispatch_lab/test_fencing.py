@@ -35,21 +35,27 @@ def _running_then_held(cluster: Cluster) -> tuple[str, dict[str, str]]:
     return f"{cluster.namespace}/ft-7", pods
 
 
-def _observed(cluster: Cluster, pods: dict[str, str]) -> None:
-    """Trainer and JobSet observe the hold; the Job controller deletes the pods gracefully (Terminating)."""
+def _observed(cluster: Cluster, pods: dict[str, str], dispatch_lab: DispatchLab) -> None:
+    """Trainer and JobSet observe the hold; the Job controller deletes the pods gracefully (Terminating); the
+    hold settles (evidence.py)."""
     cluster.trainer_observes("ft-7")
     cluster.jobset("ft-7")
     for pod in pods.values():
         cluster.job_controller_deletes(pod)
+    dispatch_lab.settle()
 
 
 async def test_the_hold_records_the_pods_that_were_not_finished_by_node(adapter: Either, cluster: Cluster) -> None:
+    """The hold's record: the unfinished pods by node, their uids, and the API server's time."""
     ref, pods = _running_then_held(cluster)
     assert await adapter.hold(ref) == Execution("ft-7", "1", 1)
     held = cluster.trainjob_object("ft-7")
     assert held["spec"]["suspend"] is True
     record = json.loads(held["metadata"]["annotations"][v.ANNOTATION_EXECUTION_PODS])
-    assert record == {"admission": 1, "nodes": {node: [pod] for node, pod in sorted(pods.items())}}
+    assert (record["admission"], record["nodes"]) == (1, {node: [pod] for node, pod in sorted(pods.items())})
+    live = {p.metadata.name: p.metadata.uid for p in cluster.core.list_namespaced_pod(cluster.namespace).items}
+    assert record["uids"] == {pod: live[pod] for pod in pods.values()}
+    assert record["since"].endswith("Z")  # the API server's time, for the settle (evidence.py)
 
     # a second hold (a retry) leaves the object and its record as they are
     rv = cluster.resource_version("ft-7")
@@ -62,7 +68,7 @@ async def test_a_pod_force_deleted_on_a_lost_node_blocks_until_the_node_is_fence
 ) -> None:
     ref, pods = _running_then_held(cluster)
     await adapter.hold(ref)
-    _observed(cluster, pods)
+    _observed(cluster, pods, dispatch_lab)
     (lost, healthy) = sorted(pods)
     cluster.lose_node(lost)
     # the healthy node's kubelet confirms its pod's end; the lost node's pod is force-deleted
@@ -100,11 +106,11 @@ async def test_a_pod_force_deleted_on_a_lost_node_blocks_until_the_node_is_fence
 
 @pytest.mark.parametrize("recovery", ["Ready again", "deleted"])
 async def test_a_vanished_pod_stops_blocking_when_its_node_recovers_or_is_deleted(
-    adapter: Either, cluster: Cluster, recovery: str
+    adapter: Either, cluster: Cluster, dispatch_lab: DispatchLab, recovery: str
 ) -> None:
     ref, pods = _running_then_held(cluster)
     await adapter.hold(ref)
-    _observed(cluster, pods)
+    _observed(cluster, pods, dispatch_lab)
     lost = sorted(pods)[0]
     cluster.lose_node(lost)
     for pod in pods.values():
@@ -126,7 +132,7 @@ async def test_a_ready_node_with_the_pods_gone_costs_one_node_read_and_admits(
     """The common path: every kubelet confirmed; the recorded nodes are read once each, and are Ready."""
     ref, pods = _running_then_held(cluster)
     await adapter.hold(ref)
-    _observed(cluster, pods)
+    _observed(cluster, pods, dispatch_lab)
     for pod in pods.values():
         cluster.core.delete_namespaced_pod(pod, cluster.namespace, grace_period_seconds=0)
     mark = dispatch_lab.recorder.mark()

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from airflow_provider_dispatch.dispatch import vocabulary as v
 from airflow_provider_dispatch.dispatch.errors import (
     FinishedError,
     ForbiddenError,
@@ -148,7 +149,9 @@ async def test_an_unreachable_api_is_retryable(
 async def test_suspension_not_yet_observed_is_retryable_and_writes_nothing(
     make_adapter: MakeAdapter, kind: str, cluster: Cluster, dispatch_lab: DispatchLab, case: str
 ) -> None:
-    """dispatch held it, but Trainer/JobSet have not caught up: Jobs may still create pods (DESIGN §3.1)."""
+    """dispatch held it, but Trainer/JobSet have not caught up: Jobs may still create pods (DESIGN §3.1). The
+    TrainJob carries no record of its execution's pods (held by someone else), so release writes that first,
+    and nothing else (fencing.py)."""
     adapter = await make_adapter(kind)
     runtime = cluster.runtime()
     cluster.trainjob("ft-7", runtime=runtime, admission=1)
@@ -157,11 +160,20 @@ async def test_suspension_not_yet_observed_is_retryable_and_writes_nothing(
     if case == "JobSet running":
         cluster.trainer_observes("ft-7")
         cluster.jobset("ft-7", suspend=False)
+    before = cluster.trainjob_object("ft-7")
     revision = dispatch_lab.revision()
     with pytest.raises(SuspensionNotObservedError, match="Nothing was admitted") as refused:
         await adapter.release(f"{cluster.namespace}/ft-7")
     assert refused.value.retryable
-    assert dispatch_lab.revision() == revision
+    assert dispatch_lab.revision() == revision + 1
+    after = cluster.trainjob_object("ft-7")
+    added = set(after["metadata"]["annotations"]) - set(before["metadata"]["annotations"])
+    assert added == {v.ANNOTATION_EXECUTION_PODS}
+    assert (after["spec"], after["metadata"]["labels"]) == (before["spec"], before["metadata"]["labels"])
+    # a retry writes nothing more: the record is there
+    with pytest.raises(SuspensionNotObservedError):
+        await adapter.release(f"{cluster.namespace}/ft-7")
+    assert dispatch_lab.revision() == revision + 1
 
 
 async def test_a_finished_trainjob_is_refused(

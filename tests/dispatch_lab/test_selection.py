@@ -42,6 +42,7 @@ async def test_a_rewritten_runtime_patch_does_not_hide_pods(
     cluster.jobset("ft-7")
     hidden = cluster.pod("ft-7", node=node, execution=None)
     cluster.job_controller_deletes(hidden)
+    cluster.dispatch_recorded_hold("ft-7", 1)
     revision = dispatch_lab.revision()
     with pytest.raises(PodsRemainError) as refused:
         await adapter.release(f"{cluster.namespace}/ft-7")
