@@ -25,6 +25,8 @@ import click
 from airflow_provider_dispatch import __version__
 from airflow_provider_dispatch.dispatch.assessment import Status
 from airflow_provider_dispatch.dispatch.errors import DispatchError, InvalidNameError
+from airflow_provider_dispatch.dispatch.evidence import DEFAULT_SETTLE_SECONDS
+from airflow_provider_dispatch.dispatch.policy import RISKS
 from airflow_provider_dispatch.dispatch.validation import Ref, parse_ref, validate_job_id, validate_namespace
 from airflow_provider_dispatch.status_view import creation_time, error_dict, exit_code, render_json, render_text
 
@@ -297,6 +299,22 @@ def _check_names(ctx: click.Context, param: click.Parameter, values: tuple[str, 
     show_default=True,
     help="On SIGTERM, how long the reconciles in hand may take to finish.",
 )
+@click.option(
+    "--settle-seconds",
+    type=click.FloatRange(min=0.0, max=3600.0),
+    default=DEFAULT_SETTLE_SECONDS,
+    show_default=True,
+    help="How long a suspension settles before an admission: writes a controller started before it may still "
+    "land until then (the API server's request timeout plus the time controllers take to see it).",
+)
+@click.option(
+    "--accept-risk",
+    "accepted_risks",
+    multiple=True,
+    type=click.Choice(RISKS),
+    help="Admit TrainJobs whose runtime carries this risk (repeatable): their controllers may start a second "
+    "process of one rank; every such admission is logged. Default: refuse them.",
+)
 @click.option("--log-format", type=click.Choice(["json", "text"]), default="json", show_default=True)
 @click.option(
     "--log-level", type=click.Choice(["debug", "info", "warning", "error"]), default="info", show_default=True
@@ -308,6 +326,8 @@ def admission_controller(
     workers: int,
     resync_seconds: float,
     shutdown_grace_seconds: float,
+    settle_seconds: float,
+    accepted_risks: tuple[str, ...],
     log_format: str,
     log_level: str,
 ) -> None:
@@ -329,7 +349,14 @@ def admission_controller(
     )
     try:
         asyncio.run(
-            run_admission_controller(kubeconfig, context=context, options=options, grace_seconds=shutdown_grace_seconds)
+            run_admission_controller(
+                kubeconfig,
+                context=context,
+                options=options,
+                grace_seconds=shutdown_grace_seconds,
+                settle_seconds=settle_seconds,
+                accepted_risks=frozenset(accepted_risks),
+            )
         )
     except DispatchError as error:
         click.echo(f"Error: {error.message}", err=True)

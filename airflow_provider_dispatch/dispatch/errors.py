@@ -61,6 +61,15 @@ class SuspensionNotObservedError(UnreachableError):
     """Held, but Trainer/JobSet have not observed it yet: Jobs may still create pods (DESIGN §3.1)."""
 
 
+class HoldSettlingError(SuspensionNotObservedError):
+    """The hold is observed, but a write a controller started before it may still land for `seconds_left`
+    more seconds of the API server's clock (evidence.py): wait that long, then check again."""
+
+    def __init__(self, message: str, *, ref: str | None = None, seconds_left: float = 0.0) -> None:
+        super().__init__(message, ref=ref)
+        self.seconds_left = seconds_left
+
+
 class PodsRemainError(UnreachableError):
     """The drain check found remaining pods: nothing raised or admitted, the hold stays (DESIGN §3.5)."""
 

@@ -181,8 +181,49 @@ def _shortcut(record: ExecutionPods, evidence: HoldEvidence, admission: int) -> 
     )
 
 
+@dataclass(frozen=True)
+class NotObserved:
+    """Why the hold is not observed yet; `seconds_left` is set when only the settle is missing (module
+    docstring, 5): how long, on the API server's clock, until it has settled."""
+
+    reason: str
+    seconds_left: float | None = None
+
+
 def hold_not_observed(trainjob: Mapping[str, Any], evidence: HoldEvidence, admission: int) -> str | None:
     """Why the hold of execution `admission` is not observed yet, or None when it is (module docstring)."""
+    verdict = judge_hold(trainjob, evidence, admission)
+    return None if verdict is None else verdict.reason
+
+
+def judge_hold(trainjob: Mapping[str, Any], evidence: HoldEvidence, admission: int) -> NotObserved | None:
+    """`hold_not_observed`, with how long the settle has left when that is all that is missing."""
+    reason = _not_observed(trainjob, evidence, admission)
+    if reason is not None:
+        return NotObserved(reason)
+    return _settling(trainjob, evidence, admission)
+
+
+def _settling(trainjob: Mapping[str, Any], evidence: HoldEvidence, admission: int) -> NotObserved | None:
+    ref = f"{namespace_of(trainjob)}/{name_of(trainjob)}"
+    record = evidence.record
+    if admission == 0 or record is None or _shortcut(record, evidence, admission):
+        return None
+    until = settles_at(record, evidence.settle_seconds)
+    now = evidence.server_now
+    if until is None or (now is not None and now >= until):
+        return None
+    left = evidence.settle_seconds if now is None else (until - now).total_seconds()
+    return NotObserved(
+        f"the hold of TrainJob {ref} settles until {until.strftime('%Y-%m-%dT%H:%M:%SZ')} ({left:.0f} s more): a "
+        "pod creation or another write a controller started before it saw the hold may still land until then "
+        "(the API server's request timeout plus the time controllers take to see the hold, "
+        f"{evidence.settle_seconds:g} s)",
+        seconds_left=left,
+    )
+
+
+def _not_observed(trainjob: Mapping[str, Any], evidence: HoldEvidence, admission: int) -> str | None:
     ref = f"{namespace_of(trainjob)}/{name_of(trainjob)}"
     if field_of(trainjob, "spec", "suspend") is not True:
         return f"TrainJob {ref} is not held (spec.suspend is not true)"
@@ -229,23 +270,10 @@ def hold_not_observed(trainjob: Mapping[str, Any], evidence: HoldEvidence, admis
         problem = _job_problem(name, job, jobset_uid)
         if problem is not None:
             return f"TrainJob {ref}: {problem}; retry shortly"
-    if admission == 0:
-        return None
-    record = evidence.record
-    if record is None:
+    if admission > 0 and evidence.record is None:
         return (
             f"TrainJob {ref} is held without dispatch's record of execution {admission}'s pods: a writer "
             "(release, hold, or the admission check) records them first"
-        )
-    if _shortcut(record, evidence, admission):
-        return None
-    until = settles_at(record, evidence.settle_seconds)
-    now = evidence.server_now
-    if until is not None and (now is None or now < until):
-        return (
-            f"the hold of TrainJob {ref} settles until {until.strftime('%Y-%m-%dT%H:%M:%SZ')}: a pod creation "
-            "or another write a controller started before it saw the hold may still land until then (the API "
-            f"server's request timeout plus the time controllers take to see the hold, {evidence.settle_seconds:g} s)"
         )
     return None
 
@@ -253,10 +281,12 @@ def hold_not_observed(trainjob: Mapping[str, Any], evidence: HoldEvidence, admis
 __all__ = [
     "DEFAULT_SETTLE_SECONDS",
     "HoldEvidence",
+    "NotObserved",
     "expected_job_names",
     "hold_not_observed",
     "job_controller_acted",
     "job_finished",
+    "judge_hold",
     "resumed_for",
     "settles_at",
 ]

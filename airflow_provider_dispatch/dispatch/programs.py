@@ -74,6 +74,7 @@ from airflow_provider_dispatch.dispatch.errors import (
     ConflictError,
     DispatchError,
     FinishedError,
+    HoldSettlingError,
     InvalidNameError,
     NotFoundError,
     PodsRemainError,
@@ -87,7 +88,7 @@ from airflow_provider_dispatch.dispatch.evidence import (
     DEFAULT_SETTLE_SECONDS,
     HoldEvidence,
     expected_job_names,
-    hold_not_observed,
+    judge_hold,
 )
 from airflow_provider_dispatch.dispatch.fencing import (
     ExecutionPods,
@@ -659,7 +660,11 @@ def ensure_record(
 ) -> Program[tuple[Mapping[str, Any], ExecutionPods]]:
     """The record of the current execution's pods on a held object, written first when there is none (the
     object was suspended by someone else, or by Kueue): its pods by lineage, stamped with the API server's time.
-    Returns the object as written (the next write is conditional on it) and the record."""
+    Returns the object as written (the next write is conditional on it) and the record.
+
+    A never-admitted object (A = 0) needs no settle (evidence.py), so its record is written only when the
+    lineage read finds pods a namesake left that may still run; otherwise the (empty) record is not written
+    and the next check reads the namespace again."""
     text = str(obj.ref)
     existing = recorded(trainjob, obj.admission, text)
     if existing is not None:
@@ -667,6 +672,8 @@ def ensure_record(
     since = yield from server_time(text)
     pods = yield from read_lineage(obj, trainjob, page_size=page_size)
     made = record(obj.admission, pods, since=since)
+    if obj.admission == 0 and not made.names and not made.nodes:
+        return trainjob, made
     written = yield from _replace(v.TRAINJOB, record_body(trainjob, made.to_annotation()), text)
     return written, made
 
@@ -713,9 +720,12 @@ def _check_before_admission(
     runtime = yield from read_runtime(trainjob)
     check_runtime_safe(trainjob, runtime, accepted_risks)
     evidence = yield from hold_evidence(obj, execution_pods, settle_seconds=settle_seconds)
-    reason = hold_not_observed(trainjob, evidence, obj.admission)
-    if reason is not None:
-        raise SuspensionNotObservedError(f"{reason}. Nothing was admitted.", ref=ref)
+    verdict = judge_hold(trainjob, evidence, obj.admission)
+    if verdict is not None and verdict.seconds_left is not None:
+        message = f"{verdict.reason}. Nothing was admitted."
+        raise HoldSettlingError(message, ref=ref, seconds_left=verdict.seconds_left)
+    if verdict is not None:
+        raise SuspensionNotObservedError(f"{verdict.reason}. Nothing was admitted.", ref=ref)
     drained = yield from drain(
         obj.selection, ref=ref, execution_pods=execution_pods, strategy=pod_read, page_size=page_size
     )

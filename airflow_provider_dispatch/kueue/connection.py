@@ -30,10 +30,15 @@ def in_cluster(environ: Mapping[str, str] | None = None) -> bool:
 
 
 async def connect(
-    kubeconfig: Path | None, *, context: str | None = None, clock: Callable[[], datetime] | None = None
+    kubeconfig: Path | None,
+    *,
+    context: str | None = None,
+    clock: Callable[[], datetime] | None = None,
+    **adapter_options: Any,
 ) -> AsyncDispatchAdapter:
-    """A writer adapter: from `kubeconfig` when given, else in-cluster when in a Pod, else the default file."""
-    options: dict[str, Any] = {} if clock is None else {"clock": clock}
+    """A writer adapter: from `kubeconfig` when given, else in-cluster when in a Pod, else the default file.
+    `adapter_options` go to the adapter (`settle_seconds`, `accepted_risks`)."""
+    options: dict[str, Any] = dict(adapter_options) if clock is None else {**adapter_options, "clock": clock}
     if kubeconfig is None and in_cluster():
         configuration = kubernetes_asyncio.client.Configuration()
         try:

@@ -270,6 +270,12 @@ class AdmissionController:
                 backoff.forget(key)
         if outcome.retry is Retry.NONE:
             return
+        settle = outcome.verdict.after if outcome.verdict is not None else None
+        if outcome.retry is Retry.SETTLING and settle is not None:
+            # the hold has settled after exactly this long on the API server's clock (evidence.py); a second
+            # more covers its clock's one-second resolution
+            self.queue.add_after(key, settle + 1.0)
+            return
         delay = self._backoffs[outcome.retry].next_delay(key)
         self.queue.add_after(key, delay)
 

@@ -28,6 +28,7 @@ from airflow_provider_dispatch.dispatch.assessment import managed
 from airflow_provider_dispatch.dispatch.async_adapter import AsyncDispatchAdapter
 from airflow_provider_dispatch.dispatch.errors import (
     DispatchError,
+    HoldSettlingError,
     PodsRemainError,
     RefusedError,
     UnreachableError,
@@ -147,6 +148,8 @@ class Reconciler:
             execution = await self.adapter.kueue_admit(ref, admission_key=target.admission_key, now=now)
         except PodsRemainError as error:
             return verdicts.pods_remain(error)
+        except HoldSettlingError as error:
+            return verdicts.settling(error)
         except UnreachableError as error:
             return verdicts.transient(error)
         except RefusedError as error:

@@ -13,6 +13,7 @@ import asyncio
 import logging
 import signal
 from pathlib import Path
+from typing import Any
 
 from airflow_provider_dispatch.kueue.clock import WallClock
 from airflow_provider_dispatch.kueue.connection import connect
@@ -28,10 +29,12 @@ async def run_admission_controller(
     options: ControllerOptions | None = None,
     grace_seconds: float = 10.0,
     stop: asyncio.Event | None = None,
+    **adapter_options: Any,
 ) -> None:
-    """Run until `stop` is set; without one, until SIGTERM or SIGINT."""
+    """Run until `stop` is set; without one, until SIGTERM or SIGINT. `adapter_options` go to the dispatch
+    adapter (`settle_seconds`, `accepted_risks`)."""
     stop = stop or _stop_on_signals()
-    adapter = await connect(kubeconfig, context=context)
+    adapter = await connect(kubeconfig, context=context, **adapter_options)
     try:
         await AdmissionController(adapter, WallClock(), options).run_until(stop, grace_seconds)
     finally:

@@ -6,6 +6,8 @@ dispatch's errors. This module only turns that result into the entry Kueue reads
 * A raised, or already raised for this admission: **Ready**, saying which execution was admitted; done.
 * `PodsRemainError`: **Pending**, `waiting for pods of the previous execution to go: <pod> on <node>, ...`;
   looked at again after a backoff, and at once when a pod or node of the object changes.
+* `HoldSettlingError` (the hold is observed, but a write a controller started before Kueue suspended the
+  TrainJob may still land, evidence.py): **Pending**, saying until when; looked at again once it has settled.
 * any other `UnreachableError` (API unreachable, 5xx, 429, 409, suspension not yet observed): nothing is
   written; retried after a backoff.
 * `RefusedError` (forbidden, not found, invalid name, spec rejected, not managed): **Pending**, `dispatch cannot
@@ -45,7 +47,12 @@ from enum import StrEnum
 from airflow_provider_dispatch.dispatch import vocabulary as v
 from airflow_provider_dispatch.dispatch.assessment import Execution
 from airflow_provider_dispatch.dispatch.blocking import RemainingPod
-from airflow_provider_dispatch.dispatch.errors import PodsRemainError, RefusedError, UnreachableError
+from airflow_provider_dispatch.dispatch.errors import (
+    HoldSettlingError,
+    PodsRemainError,
+    RefusedError,
+    UnreachableError,
+)
 from airflow_provider_dispatch.dispatch.explain import kueue_waiting_message
 from airflow_provider_dispatch.kueue.workloads import PENDING, READY, Owner
 
@@ -59,6 +66,7 @@ class Retry(StrEnum):
 
     NONE = "none"
     WAITING = "waiting"
+    SETTLING = "settling"
     TRANSIENT = "transient"
     REFUSED = "refused"
 
@@ -72,6 +80,8 @@ class Verdict:
     retry: Retry
     execution: Execution | None = None
     remaining: tuple[RemainingPod, ...] = ()
+    #: look again after exactly this many seconds (the settle's remaining time), instead of a backoff
+    after: float | None = None
 
 
 def claims_dispatch(labels: Iterable[str], annotations: Iterable[str]) -> bool:
@@ -91,6 +101,10 @@ def admitted(ref: str, execution: Execution) -> Verdict:
 
 def pods_remain(error: PodsRemainError) -> Verdict:
     return Verdict(PENDING, kueue_waiting_message(error.remaining), Retry.WAITING, remaining=error.remaining)
+
+
+def settling(error: HoldSettlingError) -> Verdict:
+    return Verdict(PENDING, error.message, Retry.SETTLING, after=error.seconds_left)
 
 
 def refused(ref: str, error: RefusedError) -> Verdict:
@@ -146,5 +160,6 @@ __all__ = [
     "owner_replaced",
     "pods_remain",
     "refused",
+    "settling",
     "transient",
 ]

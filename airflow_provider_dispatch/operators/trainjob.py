@@ -22,7 +22,14 @@ When the drain check finds remaining pods (`PodsRemainError`), `on_pods_remainin
 
 `SuspensionNotObservedError` (Trainer or JobSet has not observed the hold yet, normally a matter of a second,
 and always the case right after an open creates the TrainJob) is waited for in the worker for up to
-`observe_timeout` seconds with `"wait"`, and raised as retryable with `"retry"`.
+`observe_timeout` seconds with `"wait"`, and raised as retryable with `"retry"`. `HoldSettlingError` (the hold is
+observed, and settles for a known time, at most `settle_seconds`, so that a write a controller started before it
+cannot land after the check: dispatch/evidence.py) is waited for with `"wait"`: deferred to a `TimeDeltaTrigger`
+for exactly that time when deferrable, else slept in the worker; raised as retryable with `"retry"`.
+
+`settle_seconds` (90 by default) and `accepted_risks` (runtime risks a platform team accepts by name:
+`pod-replacement`, `jobset-restart`; dispatch/policy.py) are the adapter's options; every admission of a runtime
+with an accepted risk is logged with it.
 
 Errors map in one place (`hooks.errors`): unreachable (including pods remaining) -> AirflowException, retried;
 refused (not found, not managed, invalid name, forbidden, finished, spec rejected) -> AirflowFailException.
@@ -39,12 +46,13 @@ Workload's `Admitted` condition is the hook point `TrainJobReleaseOperator.admit
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from datetime import datetime, timedelta
 from functools import cached_property
 from typing import Any, Final, Literal, NoReturn
 
 import yaml
+from airflow.providers.standard.triggers.temporal import TimeDeltaTrigger
 from airflow.sdk import BaseOperator, Context, conf
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
@@ -52,11 +60,14 @@ from airflow_provider_dispatch.dispatch import programs
 from airflow_provider_dispatch.dispatch.assessment import Execution, ManagedObject, Mode, is_held, managed
 from airflow_provider_dispatch.dispatch.errors import (
     DispatchError,
+    HoldSettlingError,
     NotFoundError,
     NotManagedError,
     PodsRemainError,
     SuspensionNotObservedError,
 )
+from airflow_provider_dispatch.dispatch.evidence import DEFAULT_SETTLE_SECONDS
+from airflow_provider_dispatch.dispatch.policy import validate_accepted_risks
 from airflow_provider_dispatch.dispatch.sync_adapter import DispatchAdapter
 from airflow_provider_dispatch.dispatch.validation import Ref, parse_ref
 from airflow_provider_dispatch.dispatch.vocabulary import LABEL_JOB_ID, LABEL_SUBMISSION, labels_of
@@ -139,6 +150,8 @@ class AdmittingOperator(TrainJobOperator):
     :param wait_timeout: the longest wait for the pods (seconds or timedelta; None: `[sensors] default_timeout`).
     :param observe_timeout: the longest in-worker wait for the hold to be observed, seconds.
     :param recheck_interval: the trigger's safety-net re-check interval, seconds.
+    :param settle_seconds: how long a hold settles before an admission (dispatch/evidence.py; 90 by default).
+    :param accepted_risks: runtime risks accepted by name (`pod-replacement`, `jobset-restart`; dispatch/policy.py).
     """
 
     def __init__(
@@ -150,9 +163,15 @@ class AdmittingOperator(TrainJobOperator):
         wait_timeout: float | timedelta | None = None,
         observe_timeout: float = 60.0,
         recheck_interval: float = DEFAULT_RECHECK_INTERVAL,
+        settle_seconds: float = DEFAULT_SETTLE_SECONDS,
+        accepted_risks: Collection[str] = (),
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
+        self.accepted_risks = tuple(sorted(validate_accepted_risks(accepted_risks)))
+        if isinstance(settle_seconds, bool) or not 0 <= float(settle_seconds) <= 3600:
+            raise ValueError(f"settle_seconds must be a number of seconds from 0 to 3600, not {settle_seconds!r}")
+        self.settle_seconds = float(settle_seconds)
         if on_pods_remaining not in ("wait", "retry"):
             raise ValueError(f"on_pods_remaining must be 'wait' or 'retry', not {on_pods_remaining!r}")
         if wait_timeout is None:
@@ -167,6 +186,10 @@ class AdmittingOperator(TrainJobOperator):
         self.observe_timeout = float(observe_timeout)
         self.recheck_interval = float(recheck_interval)
         self._shown_reason: str | None = None
+
+    def adapter(self) -> DispatchAdapter:
+        """The writer adapter with this operator's settle and accepted risks (one client per task run)."""
+        return self.hook.get_adapter(settle_seconds=self.settle_seconds, accepted_risks=frozenset(self.accepted_risks))
 
     # --- for subclasses ------------------------------------------------------------------------------------
 
@@ -197,6 +220,22 @@ class AdmittingOperator(TrainJobOperator):
         while True:
             try:
                 execution = self._admit_once(context, adapter)
+            except HoldSettlingError as error:
+                if self.on_pods_remaining == "retry":
+                    raise airflow_exception(error) from error
+                self._show_reason(error.message)
+                wait = error.seconds_left + 1.0  # the API server's clock ticks in whole seconds
+                if self.deferrable:
+                    self.defer(
+                        trigger=TimeDeltaTrigger(timedelta(seconds=wait)),
+                        method_name="settled_complete",
+                        timeout=timedelta(seconds=wait) + DEFERRAL_MARGIN,
+                    )
+                left = self.deadline(context) - time.time()
+                if left <= 0:
+                    raise AirflowException(self._timeout_message(error.message)) from error
+                time.sleep(min(wait, left))
+                continue
             except SuspensionNotObservedError as error:
                 delay = observe.next()
                 if self.on_pods_remaining == "retry" or time.monotonic() + delay > observe_until:
@@ -310,6 +349,11 @@ class AdmittingOperator(TrainJobOperator):
         timeout = timedelta(seconds=max(0.0, deadline - time.time())) + DEFERRAL_MARGIN
         self.defer(trigger=trigger, method_name="execute_complete", timeout=timeout)
         raise AssertionError("defer() returns only by raising TaskDeferred")  # pragma: no cover
+
+    def settled_complete(self, context: Context, event: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """Resume after the hold settled (a `TimeDeltaTrigger`): release, the whole check running again."""
+        self.log.info("The hold has settled; releasing (the check runs again)")
+        return self.attempt(context)
 
     def execute_complete(self, context: Context, event: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """Resume from `PodsDrainedTrigger`: release (re-checking), defer again on progress, or raise."""

@@ -58,11 +58,13 @@ class KueueObjects(Workloads):
     ClusterQueues and AdmissionChecks. The cluster tests (`Kueue`) and the admission check controller's tests
     (`kueue.support.Steps`) read and wait on them alike."""
 
-    def zone_runtime(self, zone: str) -> str:
+    def zone_runtime(self, zone: str, *, pod_replacement_policy: str | None = "Failed") -> str:
         """A runtime whose pods each ask for a whole 8-cpu node of `zone` (a zone of the test's own, so that
-        quota and placement are the test's alone), with a 30 s grace period."""
+        quota and placement are the test's alone), with a 30 s grace period. `pod_replacement_policy=None` is
+        upstream's runtime as it ships (the Job default, `TerminatingOrFailed`); `Failed` is what dispatch's
+        runtime policy requires."""
         name = unique("rt")
-        body = manifests.cluster_training_runtime(name, grace_seconds=30)
+        body = manifests.cluster_training_runtime(name, grace_seconds=30, pod_replacement_policy=pod_replacement_policy)
         pod_spec = body["spec"]["template"]["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
         pod_spec["containers"][0]["resources"] = {"requests": {"cpu": "8"}}
         pod_spec["nodeSelector"] = {ZONE_LABEL: zone}

@@ -53,7 +53,7 @@ def _queued(kueue: Kueue, zone: Zone, **queue_options: Any) -> tuple[str, str, t
     for node in ("a", "b", "c"):
         zone.node(node, cpu="8")
     setup = kueue.queues(cpu="16", **queue_options)
-    runtime = kueue.zone_runtime(zone.name)
+    runtime = kueue.zone_runtime(zone.name, pod_replacement_policy=None)  # upstream's runtime: Kueue alone
     name = unique("tj")
     body = manifests.trainjob(name, queue=setup.local_queue, runtime=runtime, num_nodes=2, suspend=False)
     labels = {LABEL_JOB_ID: name, LABEL_SUBMISSION: "1", POD_LABEL_ADMISSION: "1"}  # as dispatch's patch would

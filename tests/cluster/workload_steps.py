@@ -33,8 +33,10 @@ def unique(prefix: str) -> str:
 
 
 def runtime(name: str, *, grace_seconds: int = 30, **job_spec: Any) -> Obj:
-    """The sample torch runtime with extra fields in its `node` Job template spec."""
-    obj = manifests.cluster_training_runtime(name, grace_seconds=grace_seconds)
+    """The sample torch runtime as upstream ships it (no `podReplacementPolicy`: the Job default,
+    `TerminatingOrFailed`, whose hazards these tests reproduce), with extra fields in its `node` Job template
+    spec."""
+    obj = manifests.cluster_training_runtime(name, grace_seconds=grace_seconds, pod_replacement_policy=None)
     obj["spec"]["template"]["spec"]["replicatedJobs"][0]["template"]["spec"].update(job_spec)
     return obj
 

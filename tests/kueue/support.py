@@ -261,9 +261,9 @@ class Steps(KueueObjects):
         self.scenario.add_node(full, cpu="8", labels={ZONE_LABEL: self.zone})
         return full
 
-    def runtime(self) -> str:
-        """Pods of a whole 8-cpu node of this zone each, with a 30 s grace period."""
-        return self.zone_runtime(self.zone)
+    def runtime(self, *, pod_replacement_policy: str | None = "Failed") -> str:
+        """Pods of a whole 8-cpu node of this zone each, with a 30 s grace period (`zone_runtime`)."""
+        return self.zone_runtime(self.zone, pod_replacement_policy=pod_replacement_policy)
 
     def queues(self, *, check: bool = True, activate: bool = False, **options: Any) -> QueueSetup:
         """A ClusterQueue with quota for one TrainJob of two pods and our AdmissionCheck (not Active unless

@@ -90,7 +90,7 @@ def test_control_kueue_alone_readmits_beside_the_frozen_pod_and_two_executions_o
     for node in ("a", "b", "c"):
         steps.node(node)
     setup = steps.queues(check=False)
-    name = steps.queued_trainjob(setup, steps.runtime())
+    name = steps.queued_trainjob(setup, steps.runtime(pod_replacement_policy=None))
     wl = steps.workload_name(name)
     first = steps.running_pods(name)
     frozen = first[0].spec.node_name
