@@ -121,7 +121,7 @@ def _ready_node(node: NodeState, pods: Sequence[RemainingPod], now: datetime | N
             f"Ready node). If the node was tainted by mistake, remove the taint (`{untaint_command(name)}`)."
         )
     terminating = [p for p in pods if p.terminating]
-    running = [p for p in pods if not p.terminating]
+    running = [p for p in pods if not p.terminating and not p.relabelled]
     if terminating:
         texts.append(
             f"{_cap(_names(terminating))} on node {name} (Ready=True) "
@@ -147,6 +147,16 @@ def _node_group(node: NodeState, pods: Sequence[RemainingPod], now: datetime | N
             f"{_cap(_names(kueue_failed))} {_it(kueue_failed, 'was', 'were')} marked Failed by Kueue's "
             f"failure recovery without proof that {_it(kueue_failed, 'its', 'their')} containers stopped, so "
             f"{_it(kueue_failed, 'it blocks', 'they block')} until node {node.name} is ceased."
+        )
+    relabelled = [p for p in pods if p.relabelled]
+    if relabelled:
+        texts.append(
+            f"{_cap(_names(relabelled))} no longer {_it(relabelled, 'carries', 'carry')} the labels of the "
+            f"TrainJob's pods (someone edited them, which takes a pod out of its Job: its Job no longer deletes "
+            f"{_it(relabelled, 'it', 'them')}); dispatch recorded {_it(relabelled, 'it', 'them')} by name when it "
+            f"held the TrainJob, so {_it(relabelled, 'it blocks', 'they block')} while "
+            f"{_it(relabelled, 'it exists', 'they exist')}. Delete {_it(relabelled, 'it', 'them')} (gracefully) "
+            "once you no longer need it."
         )
     vanished = [p for p in pods if p.blocking is Blocking.VANISHED]
     if vanished:

@@ -65,12 +65,27 @@ class Cluster:
 
     # --- installed by the operator: Trainer's runtime, nodes -----------------------------------------------
 
-    def runtime(self, jobs: Sequence[str] = ("node",), grace_seconds: int = 30) -> str:
+    def runtime(
+        self,
+        jobs: Sequence[str] = ("node",),
+        grace_seconds: int = 30,
+        *,
+        pod_replacement_policy: str | None = "Failed",
+        failure_policy: Mapping[str, Any] | None = None,
+        name: str | None = None,
+    ) -> str:
         """A ClusterTrainingRuntime as Trainer's manifests install it (`manifests/base/runtimes/`), with the
-        given replicatedJobs. Cluster-scoped, so it is named per test."""
-        body = manifests.cluster_training_runtime(f"rt-{self.suffix}-{len(jobs)}", grace_seconds=grace_seconds)
+        given replicatedJobs, `podReplacementPolicy: Failed` as dispatch's runtime policy requires (None:
+        upstream's default) and a JobSet `failurePolicy` when given. Cluster-scoped, so it is named per test."""
+        body = manifests.cluster_training_runtime(
+            name or f"rt-{self.suffix}-{len(jobs)}",
+            grace_seconds=grace_seconds,
+            pod_replacement_policy=pod_replacement_policy,
+        )
         template = body["spec"]["template"]["spec"]["replicatedJobs"][0]
         body["spec"]["template"]["spec"]["replicatedJobs"] = [{**copy.deepcopy(template), "name": job} for job in jobs]
+        if failure_policy is not None:
+            body["spec"]["template"]["spec"]["failurePolicy"] = dict(failure_policy)
         try:
             self.custom.create_cluster_custom_object(*_TRAINER, "clustertrainingruntimes", body)
         except ApiException as error:
