@@ -26,14 +26,14 @@ import contextlib
 import logging
 import random
 from collections.abc import Coroutine
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Final
 
+from airflow_provider_dispatch.backoff import BackoffSchedule, KeyedBackoff
 from airflow_provider_dispatch.dispatch import vocabulary as v
 from airflow_provider_dispatch.dispatch.async_adapter import AsyncDispatchAdapter
 from airflow_provider_dispatch.kueue import checks as ac
 from airflow_provider_dispatch.kueue.api import ApiCallError, KubeApi
-from airflow_provider_dispatch.kueue.backoff import Backoff, KeyedBackoff
 from airflow_provider_dispatch.kueue.clock import Clock, timestamp
 from airflow_provider_dispatch.kueue.informer import Event, Informer, object_key
 from airflow_provider_dispatch.kueue.reconciler import Outcome, Reconciler
@@ -46,6 +46,12 @@ Key = tuple[str, str]
 logger = logging.getLogger("airflow_provider_dispatch.kueue")
 
 FIELD_MANAGER: Final = "dispatch-admission-controller"
+#: pods remain: look again after this backoff (and at once on a relevant pod or node event)
+WAITING_BACKOFF: Final = BackoffSchedule(initial=2.0, maximum=60.0)
+#: the API failed: retry after this backoff
+ERROR_BACKOFF: Final = BackoffSchedule(initial=0.5, maximum=60.0)
+#: a refusal: a person has to act; look again after this backoff, and at the resync
+REFUSED_BACKOFF: Final = BackoffSchedule(initial=10.0, maximum=300.0)
 
 
 @dataclass(frozen=True)
@@ -58,12 +64,9 @@ class ControllerOptions:
     field_manager: str = FIELD_MANAGER
     workers: int = 4
     resync_seconds: float = 300.0
-    #: pods remain: look again after this backoff (and at once on a relevant pod or node event)
-    waiting_backoff: Backoff = field(default_factory=lambda: Backoff(2.0, 60.0))
-    #: the API failed: retry after this backoff
-    error_backoff: Backoff = field(default_factory=lambda: Backoff(0.5, 60.0))
-    #: a refusal: a person has to act; look again after this backoff, and at the resync
-    refused_backoff: Backoff = field(default_factory=lambda: Backoff(10.0, 300.0))
+    waiting_backoff: BackoffSchedule = WAITING_BACKOFF
+    error_backoff: BackoffSchedule = ERROR_BACKOFF
+    refused_backoff: BackoffSchedule = REFUSED_BACKOFF
     #: seed of the jitter (tests); None: random
     seed: int | None = None
 

@@ -48,6 +48,7 @@ import yaml
 from airflow.sdk import BaseOperator, Context, conf
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
+from airflow_provider_dispatch.backoff import Backoff, BackoffSchedule
 from airflow_provider_dispatch.dispatch import programs
 from airflow_provider_dispatch.dispatch.assessment import Execution, ManagedObject, Mode, is_held, managed
 from airflow_provider_dispatch.dispatch.errors import (
@@ -63,13 +64,14 @@ from airflow_provider_dispatch.dispatch.vocabulary import LABEL_JOB_ID, LABEL_SU
 from airflow_provider_dispatch.hooks.dispatch import DEFAULT_CONN_ID, DispatchHook
 from airflow_provider_dispatch.hooks.errors import airflow_errors, airflow_exception, exception_for_event
 from airflow_provider_dispatch.operators.execution_record import ExecutionRecords, ExpectedExecution
-from airflow_provider_dispatch.triggers.backoff import Backoff
 from airflow_provider_dispatch.triggers.base import DEFAULT_RECHECK_INTERVAL
 from airflow_provider_dispatch.triggers.pods_drained import PodsDrainedTrigger, remaining_summary
 
 OnPodsRemaining = Literal["wait", "retry"]
 #: how long after `wait_timeout` the deferral itself times out (the trigger answers at the deadline)
 DEFERRAL_MARGIN: Final = timedelta(minutes=5)
+#: the pauses between tries while the hold is not observed yet (within `observe_timeout`)
+OBSERVE_BACKOFF: Final = BackoffSchedule(initial=0.5, maximum=5.0)
 
 
 class TrainJobOperator(BaseOperator):
@@ -192,13 +194,13 @@ class AdmittingOperator(TrainJobOperator):
     def attempt(self, context: Context) -> dict[str, Any]:
         """Release now, or wait (poll or defer) or raise, per `on_pods_remaining`."""
         adapter = self.adapter()
-        observe = Backoff(initial=0.5, maximum=5.0)
+        observe = Backoff(OBSERVE_BACKOFF)
         observe_until = time.monotonic() + self.observe_timeout
         while True:
             try:
                 execution = self._admit_once(context, adapter)
             except SuspensionNotObservedError as error:
-                delay = observe.next()
+                delay = observe.next_delay()
                 if self.on_pods_remaining == "retry" or time.monotonic() + delay > observe_until:
                     raise airflow_exception(error) from error
                 self.log.info("%s Checking again in %.1fs.", error, delay)

@@ -8,8 +8,10 @@ event. `recheck_interval` is an hour, so an event that arrives at all came throu
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import socket
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
@@ -24,9 +26,10 @@ from airflow_provider_dispatch.dispatch import vocabulary as v
 from airflow_provider_dispatch.hooks.errors import exception_for_event
 from airflow_provider_dispatch.lab.faults import FaultRule
 from airflow_provider_dispatch.lab.runtime import write_kubeconfig
-from airflow_provider_dispatch.triggers.hub import current_hub
+from airflow_provider_dispatch.triggers.hub import Hub, current_hub
 from airflow_provider_dispatch.triggers.pods_drained import PodsDrainedTrigger, remaining_summary
 from airflow_provider_dispatch.triggers.trainjob_outcome import TrainJobOutcomeTrigger
+from airflow_provider_dispatch.triggers.watch import RECONNECT_BACKOFF, Changes
 
 pytestmark = pytest.mark.airflow
 HOUR = 3600.0
@@ -320,6 +323,86 @@ async def test_the_watch_survives_its_faults(airflow_lab: AirflowLab, cluster: C
     if fault.kind == "410":  # the watch listed again, and its subscribers were told to re-check
         lists = [s for s in airflow_lab.probe.since(mark) if s.by_trigger and s.query.get("limit") == "1"]
         assert len([s for s in lists if s.path.endswith("/pods")]) >= 2
+
+
+# --- the watch's pacing: reconnects that deliver nothing wait on the backoff schedule ------------------------
+
+STRETCH = 120.0  # seconds of the watches' own clock they are left to run while every watch ends at once
+CAP = 60  # watch requests after which the watch is taken as unpaced (the test then fails on the count)
+
+
+@dataclass
+class PauseClock:
+    """The watches' pauses, counted instead of waited: each is recorded and passes at once (one turn of the event
+    loop), so the stretch of the watches' time they add up to is exact and no test waits on wall time."""
+
+    pauses: list[float] = field(default_factory=list)
+
+    async def sleep(self, seconds: float) -> None:
+        self.pauses.append(seconds)
+        await asyncio.sleep(0)
+
+    @property
+    def elapsed(self) -> float:
+        return sum(self.pauses)
+
+
+async def watch_until(
+    airflow_lab: AirflowLab, cluster: Cluster, counted: Callable[[list[Seen]], int], stretch: float
+) -> tuple[list[Seen], PauseClock]:
+    """Subscribe to the shared pod watch of the cluster's namespace through a hub whose watches pause on a
+    `PauseClock`; stop once their pauses add up to `stretch` or `counted` requests reached CAP."""
+    clock = PauseClock()
+    mark = airflow_lab.probe.mark()
+    async with contextlib.AsyncExitStack() as stack:
+        shared = await stack.enter_async_context(Hub(sleep=clock.sleep).connection(connection(airflow_lab)))
+        await stack.enter_async_context(
+            shared.watching(v.POD, cluster.namespace, lambda kind, obj: True, Changes(), "pods")
+        )
+        await wait_for(airflow_lab, lambda seen: counted(seen) >= CAP or clock.elapsed >= stretch, mark)
+    return airflow_lab.probe.since(mark), clock
+
+
+def pod_watches(namespace: str) -> Callable[[list[Seen]], int]:
+    return lambda seen: sum(1 for s in seen if s.is_watch_of("pods", namespace))
+
+
+def pod_lists(namespace: str) -> Callable[[list[Seen]], int]:
+    path = f"/namespaces/{namespace}/pods"
+    return lambda seen: sum(1 for s in seen if s.phase == "done" and not s.watch and s.path.endswith(path))
+
+
+async def test_a_watch_that_ends_at_once_without_events_reconnects_on_the_backoff_schedule(
+    airflow_lab: AirflowLab, cluster: Cluster
+) -> None:
+    """Every pod watch ends at once with 200 and no event: the shared watch resumes after each pause and the
+    pauses grow, so over 120 s of its clock the lab sees about fifteen watches, not a thousand a second."""
+    fault = FaultRule("end-watch", verbs=frozenset({"watch"}), resources=frozenset({"pods"}))
+    airflow_lab.hooks.faults(fault, when=lambda request: request.query.get("watch") == "true")
+    seen, clock = await watch_until(airflow_lab, cluster, pod_watches(cluster.namespace), STRETCH)
+    watches = pod_watches(cluster.namespace)(seen)
+    assert pod_lists(cluster.namespace)(seen) == 1  # an empty watch is resumed from its resourceVersion
+    assert watches >= 5
+    # the first watch, one more after each pause that fits in the stretch, and the one the last pause let through
+    assert watches <= 1 + RECONNECT_BACKOFF.most_retries_within(STRETCH) + 1
+    for failures, pause in enumerate(clock.pauses):  # each pause is the schedule's, one step further each time
+        ceiling = RECONNECT_BACKOFF.ceiling(failures)
+        assert ceiling / 2 <= pause <= ceiling
+
+
+async def test_the_watch_pauses_before_it_lists_again_after_410_gone(airflow_lab: AirflowLab, cluster: Cluster) -> None:
+    """Every pod watch is answered 410 Gone: the shared watch lists again each time, after a pause (the list that
+    succeeds starts the count over, so each pause is the schedule's first step)."""
+    stretch = 10.0
+    fault = FaultRule("410", verbs=frozenset({"watch"}), resources=frozenset({"pods"}))
+    airflow_lab.hooks.faults(fault, when=lambda request: request.query.get("watch") == "true")
+    seen, clock = await watch_until(airflow_lab, cluster, pod_lists(cluster.namespace), stretch)
+    lists = pod_lists(cluster.namespace)(seen)
+    assert lists >= 5
+    assert lists <= stretch / RECONNECT_BACKOFF.least_total(1) + 2
+    assert len(clock.pauses) >= lists - 1  # one pause before every relist
+    first = RECONNECT_BACKOFF.ceiling(0)
+    assert all(first / 2 <= pause <= first for pause in clock.pauses)
 
 
 # --- a triggerer restart, two copies at once --------------------------------------------------------------
