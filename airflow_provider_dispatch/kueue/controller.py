@@ -32,6 +32,8 @@ from typing import Any, Final
 from airflow_provider_dispatch.backoff import BackoffSchedule, KeyedBackoff
 from airflow_provider_dispatch.dispatch import vocabulary as v
 from airflow_provider_dispatch.dispatch.async_adapter import AsyncDispatchAdapter
+from airflow_provider_dispatch.dispatch.explain import pod_on_node
+from airflow_provider_dispatch.dispatch.payloads import KUEUE_MESSAGE_LIMIT, by_name, listed_pods
 from airflow_provider_dispatch.kueue import checks as ac
 from airflow_provider_dispatch.kueue.api import ApiCallError, KubeApi
 from airflow_provider_dispatch.kueue.clock import Clock, timestamp
@@ -285,8 +287,10 @@ class AdmissionController:
         extra: dict[str, Any] = {"workload": workload, "state": verdict.state, "retry": verdict.retry.value}
         if verdict.execution is not None:
             extra["admission"] = verdict.execution.admission
-        if verdict.remaining:
-            extra["remaining"] = [f"{p.name} on {p.node.name or 'no node'}" for p in verdict.remaining]
+        if verdict.remaining:  # the first pods by name, as many as the admission check message could name
+            ordered = by_name(verdict.remaining)
+            extra["remaining"] = listed_pods(ordered, KUEUE_MESSAGE_LIMIT, pod_on_node)
+            extra["remaining_count"] = len(ordered)
         if verdict.state is None:
             logger.info("Workload %s not checked yet: %s", workload, verdict.message, extra=extra)
         elif outcome.written:

@@ -58,6 +58,7 @@ from airflow_provider_dispatch.dispatch.errors import (
     PodsRemainError,
     SuspensionNotObservedError,
 )
+from airflow_provider_dispatch.dispatch.payloads import remaining_fingerprint
 from airflow_provider_dispatch.dispatch.sync_adapter import DispatchAdapter
 from airflow_provider_dispatch.dispatch.validation import Ref, parse_ref
 from airflow_provider_dispatch.dispatch.vocabulary import LABEL_JOB_ID, LABEL_SUBMISSION, labels_of
@@ -65,7 +66,7 @@ from airflow_provider_dispatch.hooks.dispatch import DEFAULT_CONN_ID, DispatchHo
 from airflow_provider_dispatch.hooks.errors import airflow_errors, airflow_exception, exception_for_event
 from airflow_provider_dispatch.operators.execution_record import ExecutionRecords, ExpectedExecution
 from airflow_provider_dispatch.triggers.base import DEFAULT_RECHECK_INTERVAL
-from airflow_provider_dispatch.triggers.pods_drained import PodsDrainedTrigger, remaining_summary
+from airflow_provider_dispatch.triggers.pods_drained import PodsDrainedTrigger
 
 OnPodsRemaining = Literal["wait", "retry"]
 #: how long after `wait_timeout` the deferral itself times out (the trigger answers at the deadline)
@@ -210,7 +211,7 @@ class AdmittingOperator(TrainJobOperator):
                 if self.on_pods_remaining == "retry":
                     raise airflow_exception(error) from error
                 self._show_reason(error.message)
-                known = remaining_summary({"remaining": [pod.as_dict() for pod in error.remaining]})
+                known = remaining_fingerprint(error.remaining)
                 if self.deferrable:
                     self._defer(context, known)
                 left = self.deadline(context) - time.time()
@@ -296,7 +297,7 @@ class AdmittingOperator(TrainJobOperator):
     def _timeout_message(self, reason: str) -> str:
         return f"Gave up waiting after wait_timeout={self.wait_timeout:.0f}s; nothing was admitted. {reason}"
 
-    def _defer(self, context: Context, known: list[dict[str, Any]]) -> NoReturn:
+    def _defer(self, context: Context, known: str | None) -> NoReturn:
         ref = self.target()[0]
         deadline = self.deadline(context)
         trigger = PodsDrainedTrigger(
@@ -304,7 +305,7 @@ class AdmittingOperator(TrainJobOperator):
             ref.name,
             accept_ceased=False,
             stop_when_running=True,
-            known_remaining=known,
+            known_fingerprint=known,
             deadline=deadline,
             recheck_interval=self.recheck_interval,
             **self.hook.trigger_connection_kwargs(),
@@ -326,7 +327,7 @@ class AdmittingOperator(TrainJobOperator):
             raise AirflowException(self._timeout_message(f"TrainJob {self.target()[0]}: {detail}"))
         if status == "progress":
             self._show_reason(f"TrainJob {self.target()[0]}: {detail}")
-            self._defer(context, remaining_summary(report))
+            self._defer(context, report.get("fingerprint"))
         if status not in ("drained", "running", "ceased"):
             raise AirflowException(f"PodsDrainedTrigger sent an event this operator does not know: {status!r}")
         self.log.info("The trigger reported %s; releasing (the check runs again)", status)

@@ -21,8 +21,8 @@ from airflow_provider_dispatch.dispatch.errors import (
     PodsRemainError,
     SuspensionNotObservedError,
 )
-from airflow_provider_dispatch.dispatch.explain import ADMISSION_CHECK_MESSAGE_LIMIT
 from airflow_provider_dispatch.dispatch.nodes import NodeRead, node_state
+from airflow_provider_dispatch.dispatch.payloads import KUEUE_MESSAGE_API_LIMIT
 from airflow_provider_dispatch.kueue import checks, verdicts
 from airflow_provider_dispatch.kueue.logs import JsonFormatter
 from airflow_provider_dispatch.kueue.status_patch import check_entry, clip, entry_unchanged, workload_status_patch
@@ -175,7 +175,7 @@ def remaining(name: str, node: str | None) -> RemainingPod:
             PodsRemainError("ml/ft-7", [remaining("p0", "n1"), remaining("p1", None)]),
             "Pending",
             Retry.WAITING,
-            "waiting for pods of the previous execution to go: p0 on n1, p1 on no node",
+            "waiting for pods of the previous execution to go: p0 on n1 (not readable), p1 on no node (not scheduled)",
         ),
         (SuspensionNotObservedError("not yet", ref="ml/ft-7"), None, Retry.TRANSIENT, "not yet"),
         (ConflictError("409", ref="ml/ft-7"), None, Retry.TRANSIENT, "409"),
@@ -264,8 +264,10 @@ def test_our_entry_is_applied_alone_and_conditionally() -> None:
             "admissionChecks": [{"name": "drained", "state": "Ready", "message": "ok", "lastTransitionTime": "NOW"}]
         },
     }
-    long = "x" * (ADMISSION_CHECK_MESSAGE_LIMIT + 10)
-    assert len(clip(long)) == ADMISSION_CHECK_MESSAGE_LIMIT
+    long = "word " * (KUEUE_MESSAGE_API_LIMIT // 5 + 10)
+    clipped = clip(long)
+    assert KUEUE_MESSAGE_API_LIMIT - 10 < len(clipped) <= KUEUE_MESSAGE_API_LIMIT
+    assert clipped.endswith("word ...")
     assert clip("short") == "short"
 
 
