@@ -26,6 +26,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
+from functools import cached_property
 from typing import Any
 
 from airflow_provider_dispatch.dispatch.blocking import RemainingPod
@@ -34,6 +35,12 @@ from airflow_provider_dispatch.dispatch.evidence import HoldEvidence, hold_not_o
 from airflow_provider_dispatch.dispatch.explain import accepted_risks_line, admission_check_line, remaining_detail
 from airflow_provider_dispatch.dispatch.fencing import ExecutionPods, blocking_pods
 from airflow_provider_dispatch.dispatch.nodes import NodeLookup
+from airflow_provider_dispatch.dispatch.payloads import (
+    DETAIL_LIMIT,
+    REPORT_LIMIT,
+    bounded_report_dict,
+    remaining_fingerprint,
+)
 from airflow_provider_dispatch.dispatch.selection import Selection
 from airflow_provider_dispatch.dispatch.validation import (
     Ref,
@@ -314,7 +321,9 @@ def assess(
 class DrainReport:
     """The remaining pods of an object and whether they ceased: what the sensor, trigger and `ceased` need.
 
-    `resource_version` is the pod list's: a dedupe key for events built from this report (anchors §8.8).
+    `remaining` holds every remaining pod (the decisions need them all); `detail` is the explanation as payloads
+    carry it, at most `payloads.DETAIL_LIMIT` characters. `resource_version` is the pod list's: a dedupe key for
+    events built from this report (anchors §8.8).
     """
 
     ref: str
@@ -330,15 +339,23 @@ class DrainReport:
     def ceased(self) -> bool:
         return all(pod.ceased for pod in self.remaining)
 
-    def as_dict(self) -> dict[str, Any]:
-        return {
+    @cached_property
+    def fingerprint(self) -> str:
+        """The remaining set in 64 characters (`payloads.fingerprint`): what a change of counts as progress."""
+        return remaining_fingerprint(self.remaining)
+
+    def as_dict(self, limit: int = REPORT_LIMIT) -> dict[str, Any]:
+        """The report as JSON, within `limit` characters: `remaining` holds the first pods by name that fit,
+        `remaining_count`, `node_count` and `node_states` (every distinct node state) describe them all, and
+        `fingerprint` tells two sets apart (`payloads.bounded_report_dict`)."""
+        base = {
             "ref": self.ref,
-            "remaining": [pod.as_dict() for pod in self.remaining],
             "drained": self.drained,
             "ceased": self.ceased,
             "resource_version": self.resource_version,
             "detail": self.detail,
         }
+        return bounded_report_dict(base, self.remaining, limit)
 
 
 def drain_report(
@@ -360,5 +377,7 @@ def remaining_report(
     ref: str, remaining: tuple[RemainingPod, ...], resource_version: str, *, now: datetime | None = None
 ) -> DrainReport:
     """The drain report of pods already judged (`fencing.blocking_pods`): `programs.Drain.report` has them."""
-    detail = remaining_detail(remaining, now=now) if remaining else f"no pod of TrainJob {ref} remains"
+    detail = (
+        remaining_detail(remaining, now=now, limit=DETAIL_LIMIT) if remaining else f"no pod of TrainJob {ref} remains"
+    )
     return DrainReport(ref=ref, remaining=remaining, resource_version=resource_version, detail=detail)

@@ -7,19 +7,33 @@ afterwards. It never suggests deleting pods by force: that removes the pod objec
 would defeat the rule (anchors §0.5).
 
 Pure text: the only clock is the `now` parameter, used to say how far away a grace-period deadline is.
+
+Two lengths. For a person at `dispatch status` (`assessment.assess`) every pod and every node is named. For
+everything that is stored or sent (the drain report's detail, the wait reasons, the `PodsRemainError` message,
+the Kueue admission check message) the texts are cut to their payload's limit by `payloads.fit` (`limit=`): the
+first pods by name, the census of every node state when pods are left out, and the explanations of the first
+nodes, one node of each state first.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
 
 from airflow_provider_dispatch.dispatch.blocking import Blocking, RemainingPod
 from airflow_provider_dispatch.dispatch.nodes import NodeState, Presence, Readiness
+from airflow_provider_dispatch.dispatch.payloads import (
+    FIRST_LINE_ROOM,
+    KUEUE_MESSAGE_LIMIT,
+    NAMES_ROOM,
+    WAIT_REASON_LIMIT,
+    and_more,
+    attention,
+    by_name,
+    census,
+    fit,
+)
 from airflow_provider_dispatch.dispatch.vocabulary import TAINT_OUT_OF_SERVICE, TAINT_OUT_OF_SERVICE_VALUE
-
-#: Kueue's `status.admissionChecks[].message` maxLength (k8s-apis §4.2)
-ADMISSION_CHECK_MESSAGE_LIMIT = 32768
 
 
 def taint_command(node: str) -> str:
@@ -38,21 +52,37 @@ def pod_on_node(pod: RemainingPod) -> str:
     return f"{pod.name} on {pod.node.name} ({pod.node.label})"
 
 
-def remaining_line(pods: Sequence[RemainingPod]) -> str:
-    """`remaining pods: <pod> on <node> (<node state>), ...` (DESIGN §7)."""
-    return "remaining pods: " + ", ".join(pod_on_node(p) for p in pods)
+REMAINING_HEAD = "remaining pods: "
 
 
-def kueue_waiting_message(pods: Sequence[RemainingPod], limit: int = ADMISSION_CHECK_MESSAGE_LIMIT) -> str:
-    """The admission check message while pods remain (DESIGN §6), cut to fit the Workload's field limit."""
+def _remaining_line(pods: Sequence[RemainingPod], room: int | None) -> tuple[str, int]:
+    """The remaining-pods line and how many pods it names (all, without `room`)."""
+    items = (pod_on_node(p) for p in pods)
+    if room is None:
+        return REMAINING_HEAD + ", ".join(items), len(pods)
+    listed, shown = fit(items, len(pods), room - len(REMAINING_HEAD), more=and_more)
+    return REMAINING_HEAD + listed, shown
+
+
+def remaining_line(pods: Sequence[RemainingPod], room: int | None = None) -> str:
+    """`remaining pods: <pod> on <node> (<node state>), ...` (DESIGN §7); with `room`, the first pods that fit in
+    `room` characters, then `and <N> more`."""
+    return _remaining_line(pods, room)[0]
+
+
+def kueue_waiting_message(pods: Sequence[RemainingPod], limit: int = KUEUE_MESSAGE_LIMIT) -> str:
+    """The admission check message while pods remain (DESIGN §6), within `limit` characters.
+
+    `waiting for pods of the previous execution to go: <pod> on <node> (<node state>), ...`; when not all fit,
+    the first pods by name, `and <N> more`, then the census of every node state."""
     head = "waiting for pods of the previous execution to go: "
-    parts = [f"{p.name} on {p.node.name}" if p.node.name else f"{p.name} on no node" for p in pods]
-    text = head + ", ".join(parts)
-    shown = len(parts)
-    while len(text) > limit and shown > 0:
-        shown -= 1
-        text = head + ", ".join(parts[:shown]) + f", and {len(parts) - shown} more"
-    return text[:limit]
+    ordered = by_name(pods)
+    listed, shown = fit((pod_on_node(p) for p in ordered), len(ordered), limit - len(head))
+    if shown == len(ordered):
+        return head + listed
+    tail = "; " + census(ordered).line
+    listed, _ = fit((pod_on_node(p) for p in ordered), len(ordered), limit - len(head) - len(tail), more=and_more)
+    return head + listed + tail
 
 
 def admission_check_line(name: str, state: str, message: str) -> str:
@@ -60,9 +90,12 @@ def admission_check_line(name: str, state: str, message: str) -> str:
     return f"admission check {name} {state}: {message}"
 
 
-def _names(pods: Iterable[RemainingPod]) -> str:
-    names = [p.name for p in pods]
-    return ("pod " if len(names) == 1 else "pods ") + ", ".join(names)
+def _names(pods: Sequence[RemainingPod], room: int | None) -> str:
+    """`pod a` / `pods a, b`; with `room`, the first names that fit, then `and <N> more`."""
+    noun = "pod " if len(pods) == 1 else "pods "
+    if room is None:
+        return noun + ", ".join(p.name for p in pods)
+    return noun + fit((p.name for p in pods), len(pods), room, more=and_more)[0]
 
 
 def _cap(text: str) -> str:
@@ -98,12 +131,12 @@ def _deadline_text(pods: Sequence[RemainingPod], now: datetime | None) -> str:
     return f": by {raw} ({-seconds}s ago, and the kubelet has not confirmed yet)"
 
 
-def _lost_node(node: NodeState, pods: Sequence[RemainingPod]) -> str:
+def _lost_node(node: NodeState, pods: Sequence[RemainingPod], room: int | None) -> str:
     name = node.name or ""
     state = node.label if node.ready_reported else f"{node.label}, it has never reported a Ready condition"
     deleting = _it(pods, "the pod object would not stop its", "the pod objects would not stop their")
     return (
-        f"Node {name} is not Ready ({state}): its kubelet cannot confirm that {_names(pods)} stopped, so "
+        f"Node {name} is not Ready ({state}): its kubelet cannot confirm that {_names(pods, room)} stopped, so "
         f"{_it(pods, 'it stays', 'they stay')} until the node is deleted or tainted out-of-service after its "
         f"shutdown is confirmed. First confirm that {name} is shut down (powered off), then run "
         f"`{taint_command(name)}`; remove the taint once the node is repaired or deleted "
@@ -111,26 +144,26 @@ def _lost_node(node: NodeState, pods: Sequence[RemainingPod]) -> str:
     )
 
 
-def _ready_node(node: NodeState, pods: Sequence[RemainingPod], now: datetime | None) -> list[str]:
+def _ready_node(node: NodeState, pods: Sequence[RemainingPod], now: datetime | None, room: int | None) -> list[str]:
     name = node.name or ""
     texts: list[str] = []
     if node.out_of_service:
         texts.append(
             f"Node {name} carries the {TAINT_OUT_OF_SERVICE} taint but is Ready=True: the taint is not proof "
-            f"that {_names(pods)} stopped, since the node's kubelet is alive (PodGC ignores the taint on a "
+            f"that {_names(pods, room)} stopped, since the node's kubelet is alive (PodGC ignores the taint on a "
             f"Ready node). If the node was tainted by mistake, remove the taint (`{untaint_command(name)}`)."
         )
     terminating = [p for p in pods if p.terminating]
     running = [p for p in pods if not p.terminating and not p.relabelled]
     if terminating:
         texts.append(
-            f"{_cap(_names(terminating))} on node {name} (Ready=True) "
+            f"{_cap(_names(terminating, room))} on node {name} (Ready=True) "
             f"{_it(terminating, 'is', 'are')} terminating: {_it(terminating, 'it goes', 'they go')} when the "
             f"kubelet confirms termination, at most the grace period{_deadline_text(terminating, now)}."
         )
     if running:
         texts.append(
-            f"{_cap(_names(running))} on node {name} (Ready=True) {_it(running, 'is', 'are')} running "
+            f"{_cap(_names(running, room))} on node {name} (Ready=True) {_it(running, 'is', 'are')} running "
             f"and not being deleted: {_it(running, 'it goes', 'they go')} when "
             f"{_it(running, 'it finishes', 'they finish')} or {_it(running, 'its', 'their')} controller "
             f"deletes {_it(running, 'it', 'them')} (the Job controller deletes the pods of a suspended Job: "
@@ -139,19 +172,22 @@ def _ready_node(node: NodeState, pods: Sequence[RemainingPod], now: datetime | N
     return texts
 
 
-def _node_group(node: NodeState, pods: Sequence[RemainingPod], now: datetime | None) -> list[str]:
+def _node_group(
+    node: NodeState, pods: Sequence[RemainingPod], now: datetime | None, room: int | None = None
+) -> list[str]:
+    """What would unblock the pods on one node; `room` bounds each text's list of pod names."""
     texts: list[str] = []
     kueue_failed = [p for p in pods if p.blocking is Blocking.FAILED_WITHOUT_PROOF]
     if kueue_failed:
         texts.append(
-            f"{_cap(_names(kueue_failed))} {_it(kueue_failed, 'was', 'were')} marked Failed by Kueue's "
+            f"{_cap(_names(kueue_failed, room))} {_it(kueue_failed, 'was', 'were')} marked Failed by Kueue's "
             f"failure recovery without proof that {_it(kueue_failed, 'its', 'their')} containers stopped, so "
             f"{_it(kueue_failed, 'it blocks', 'they block')} until node {node.name} is ceased."
         )
     relabelled = [p for p in pods if p.relabelled]
     if relabelled:
         texts.append(
-            f"{_cap(_names(relabelled))} no longer {_it(relabelled, 'carries', 'carry')} the labels of the "
+            f"{_cap(_names(relabelled, room))} no longer {_it(relabelled, 'carries', 'carry')} the labels of the "
             f"TrainJob's pods (someone edited them, which takes a pod out of its Job: its Job no longer deletes "
             f"{_it(relabelled, 'it', 'them')}); dispatch recorded {_it(relabelled, 'it', 'them')} by name when it "
             f"held the TrainJob, so {_it(relabelled, 'it blocks', 'they block')} while "
@@ -161,7 +197,7 @@ def _node_group(node: NodeState, pods: Sequence[RemainingPod], now: datetime | N
     vanished = [p for p in pods if p.blocking is Blocking.VANISHED]
     if vanished:
         texts.append(
-            f"{_cap(_names(vanished))} of the previous execution {_it(vanished, 'was', 'were')} deleted from "
+            f"{_cap(_names(vanished, room))} of the previous execution {_it(vanished, 'was', 'were')} deleted from "
             f"the API (a force deletion or a cleaner) while node {node.name} could not confirm that "
             f"{_it(vanished, 'it', 'they')} stopped; dispatch recorded {_it(vanished, 'it', 'them')} when it "
             f"held the TrainJob, so {_it(vanished, 'it blocks', 'they block')} until node {node.name} is "
@@ -170,14 +206,14 @@ def _node_group(node: NodeState, pods: Sequence[RemainingPod], now: datetime | N
     name = node.name or ""
     if node.presence is Presence.UNSCHEDULED:
         texts.append(
-            f"{_cap(_names(pods))} {_it(pods, 'was', 'were')} never scheduled: "
+            f"{_cap(_names(pods, room))} {_it(pods, 'was', 'were')} never scheduled: "
             f"{_it(pods, 'it runs', 'they run')} nothing, but could still be bound to a node, so "
             f"{_it(pods, 'it blocks', 'they block')} until deleted (the Job controller deletes the pods of a "
             f"suspended Job)."
         )
     elif node.presence is Presence.GONE:
         texts.append(
-            f"Node {name} is gone: the processes of {_names(pods)} are proven gone (ceased); PodGC deletes "
+            f"Node {name} is gone: the processes of {_names(pods, room)} are proven gone (ceased); PodGC deletes "
             f"{_it(pods, 'the pod', 'the pods')} after its 40s quarantine, and then the release can proceed."
         )
     elif node.presence is Presence.NOT_READABLE:
@@ -188,51 +224,104 @@ def _node_group(node: NodeState, pods: Sequence[RemainingPod], now: datetime | N
             else ""
         )
         texts.append(
-            f"Node {name} is not readable with these credentials, so cessation of {_names(pods)} cannot be "
+            f"Node {name} is not readable with these credentials, so cessation of {_names(pods, room)} cannot be "
             f"proven: grant get and list on nodes (a ClusterRole) to the identity dispatch uses.{until}"
         )
     elif node.ceased:
         texts.append(
             f"Node {name} is out-of-service and Ready={(node.ready or Readiness.UNKNOWN).value}: the "
-            f"processes of {_names(pods)} are "
+            f"processes of {_names(pods, room)} are "
             f"proven gone (ceased); PodGC deletes {_it(pods, 'the pod', 'the pods')} within about 20s, and "
             f"then the release can proceed. Remove the taint once the node is repaired or deleted "
             f"(`{untaint_command(name)}`)."
         )
     elif node.ready is Readiness.TRUE:
-        texts.extend(_ready_node(node, pods, now))
+        texts.extend(_ready_node(node, pods, now, room))
     else:
-        texts.append(_lost_node(node, pods))
+        texts.append(_lost_node(node, pods, room))
     return texts
 
 
-def unblock_hints(pods: Sequence[RemainingPod], *, now: datetime | None = None) -> tuple[str, ...]:
-    """What would unblock the object, one text per node (and one for the pods never scheduled)."""
+def _by_node(pods: Sequence[RemainingPod]) -> list[tuple[NodeState, list[RemainingPod]]]:
+    """The pods grouped by node (the ones never scheduled together), nodes in the order their first pod came."""
     groups: dict[str | None, list[RemainingPod]] = {}
     states: dict[str | None, NodeState] = {}
     for pod in pods:
         groups.setdefault(pod.node.name, []).append(pod)
         states.setdefault(pod.node.name, pod.node)
-    texts: list[str] = []
-    for key, members in groups.items():
-        texts.extend(_node_group(states[key], members, now))
-    return tuple(texts)
+    return [(states[key], members) for key, members in groups.items()]
 
 
-def remaining_detail(pods: Sequence[RemainingPod], *, now: datetime | None = None) -> str:
-    """The cause detail while pods remain: the remaining-pods line, then one line per hint."""
-    return "\n".join((remaining_line(pods), *unblock_hints(pods, now=now)))
+def unblock_hints(pods: Sequence[RemainingPod], *, now: datetime | None = None) -> tuple[str, ...]:
+    """What would unblock the object, one text per node (and one for the pods never scheduled)."""
+    return tuple(text for node, members in _by_node(pods) for text in _node_group(node, members, now))
 
 
-def pods_remain_message(ref: str, pods: Sequence[RemainingPod], *, now: datetime | None = None) -> str:
-    """The PodsRemainError message (DESIGN §5; the seed's ErrPodsRemain)."""
-    count = f"{len(pods)} pod" if len(pods) == 1 else f"{len(pods)} pods"
-    return (
+def _most_urgent_first(
+    groups: list[tuple[NodeState, list[RemainingPod]]],
+) -> list[tuple[NodeState, list[RemainingPod]]]:
+    """One node of each state first (most urgent state first, `payloads.attention`), then the others in order:
+    when not every explanation fits, every state still gets its remedy."""
+    heads: dict[str, int] = {}
+    for index, (node, _) in enumerate(groups):
+        heads.setdefault(node.label, index)
+    ranked = sorted(heads.items(), key=lambda item: (attention(groups[item[1]][0]), item[0]))
+    first = [index for _, index in ranked]
+    chosen = set(first)
+    return [groups[i] for i in first] + [group for i, group in enumerate(groups) if i not in chosen]
+
+
+def _hints_within(pods: Sequence[RemainingPod], now: datetime | None, room: int, joiner: str) -> str:
+    """The explanations of the first nodes that fit in `room` characters, each node's texts joined by `joiner`
+    and the nodes too; a note says how many were left out and where they all are."""
+    groups = _by_node(pods)
+
+    def items(order: list[tuple[NodeState, list[RemainingPod]]]) -> Iterator[str]:
+        return (joiner.join(_node_group(node, members, now, NAMES_ROOM)) for node, members in order)
+
+    def more(left_out: int) -> str:
+        noun = "explanation" if left_out == 1 else "explanations"
+        return (
+            f"({left_out:,} more {noun}, one per node, left out here: `dispatch status` shows every remaining pod "
+            "and what would unblock it.)"
+        )
+
+    text, shown = fit(items(groups), len(groups), room, separator=joiner)
+    if shown == len(groups):
+        return text
+    return fit(items(_most_urgent_first(groups)), len(groups), room, separator=joiner, more=more)[0]
+
+
+def remaining_detail(pods: Sequence[RemainingPod], *, now: datetime | None = None, limit: int | None = None) -> str:
+    """The cause detail while pods remain: the remaining-pods line, then one line per hint.
+
+    Without `limit` (`dispatch status`), every pod and node. With it (what is stored or sent), at most `limit`
+    characters: the first pods by name on the first line (short: `payloads.FIRST_LINE_ROOM`), the census of every
+    node state on the second when pods were left out, then the explanations that fit."""
+    if limit is None:
+        return "\n".join((remaining_line(pods), *unblock_hints(pods, now=now)))
+    ordered = by_name(pods)
+    first, shown = _remaining_line(ordered, FIRST_LINE_ROOM)
+    lines = [first] if shown == len(ordered) else [first, census(ordered).line]
+    head = "\n".join(lines)
+    return head + "\n" + _hints_within(ordered, now, limit - len(head) - 1, "\n")
+
+
+def pods_remain_message(
+    ref: str, pods: Sequence[RemainingPod], *, now: datetime | None = None, limit: int = WAIT_REASON_LIMIT
+) -> str:
+    """The PodsRemainError message (DESIGN §5; the seed's ErrPodsRemain), one line of at most `limit` characters:
+    the release operator's wait reason."""
+    count = f"{len(pods):,} pod" if len(pods) == 1 else f"{len(pods):,} pods"
+    ordered = by_name(pods)
+    line, shown = _remaining_line(ordered, FIRST_LINE_ROOM)
+    whole = f" {census(ordered).line}." if shown < len(ordered) else ""
+    head = (
         f"TrainJob {ref} is not admitted: {count} of the previous execution "
         f"{'remains' if len(pods) == 1 else 'remain'}, so the previous execution may still run. "
-        f"{remaining_line(pods)}. The hold stays in force. What would unblock it: "
-        + " ".join(unblock_hints(pods, now=now))
+        f"{line}.{whole} The hold stays in force. What would unblock it: "
     )
+    return head + _hints_within(ordered, now, limit - len(head), " ")
 
 
 def accepted_risks_line(risks: Sequence[str]) -> str:

@@ -21,7 +21,8 @@ Modules, one concern each:
 * `verdicts`: what a drain check result means for our entry, and when to look again (pure);
 * `status_patch`: the server-side apply of our entry (pure); `checks`: our AdmissionChecks and `Active` (pure);
 * `reconciler`: one Workload, end to end; `controller`: informers, work queue, workers, resync, `Active`;
-* `informer`, `workqueue`, `backoff`, `waiting`, `api`, `clock`: the watch-and-reconcile machinery;
+* `informer`, `workqueue`, `waiting`, `api`, `clock`: the watch-and-reconcile machinery (the backoff is the
+  package's one schedule, `airflow_provider_dispatch.backoff`);
 * `connection`, `runner`, `logs`: the `dispatch admission-controller` process; `lab`: the same controller as a
   lab controller.
 """

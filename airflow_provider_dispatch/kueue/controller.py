@@ -26,14 +26,16 @@ import contextlib
 import logging
 import random
 from collections.abc import Coroutine
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Final
 
+from airflow_provider_dispatch.backoff import BackoffSchedule, KeyedBackoff
 from airflow_provider_dispatch.dispatch import vocabulary as v
 from airflow_provider_dispatch.dispatch.async_adapter import AsyncDispatchAdapter
+from airflow_provider_dispatch.dispatch.explain import pod_on_node
+from airflow_provider_dispatch.dispatch.payloads import KUEUE_MESSAGE_LIMIT, by_name, listed_pods
 from airflow_provider_dispatch.kueue import checks as ac
 from airflow_provider_dispatch.kueue.api import ApiCallError, KubeApi
-from airflow_provider_dispatch.kueue.backoff import Backoff, KeyedBackoff
 from airflow_provider_dispatch.kueue.clock import Clock, timestamp
 from airflow_provider_dispatch.kueue.informer import Event, Informer, object_key
 from airflow_provider_dispatch.kueue.reconciler import Outcome, Reconciler
@@ -46,6 +48,12 @@ Key = tuple[str, str]
 logger = logging.getLogger("airflow_provider_dispatch.kueue")
 
 FIELD_MANAGER: Final = "dispatch-admission-controller"
+#: pods remain: look again after this backoff (and at once on a relevant pod or node event)
+WAITING_BACKOFF: Final = BackoffSchedule(initial=2.0, maximum=60.0)
+#: the API failed: retry after this backoff
+ERROR_BACKOFF: Final = BackoffSchedule(initial=0.5, maximum=60.0)
+#: a refusal: a person has to act; look again after this backoff, and at the resync
+REFUSED_BACKOFF: Final = BackoffSchedule(initial=10.0, maximum=300.0)
 
 
 @dataclass(frozen=True)
@@ -58,12 +66,9 @@ class ControllerOptions:
     field_manager: str = FIELD_MANAGER
     workers: int = 4
     resync_seconds: float = 300.0
-    #: pods remain: look again after this backoff (and at once on a relevant pod or node event)
-    waiting_backoff: Backoff = field(default_factory=lambda: Backoff(2.0, 60.0))
-    #: the API failed: retry after this backoff
-    error_backoff: Backoff = field(default_factory=lambda: Backoff(0.5, 60.0))
-    #: a refusal: a person has to act; look again after this backoff, and at the resync
-    refused_backoff: Backoff = field(default_factory=lambda: Backoff(10.0, 300.0))
+    waiting_backoff: BackoffSchedule = WAITING_BACKOFF
+    error_backoff: BackoffSchedule = ERROR_BACKOFF
+    refused_backoff: BackoffSchedule = REFUSED_BACKOFF
     #: seed of the jitter (tests); None: random
     seed: int | None = None
 
@@ -288,8 +293,10 @@ class AdmissionController:
         extra: dict[str, Any] = {"workload": workload, "state": verdict.state, "retry": verdict.retry.value}
         if verdict.execution is not None:
             extra["admission"] = verdict.execution.admission
-        if verdict.remaining:
-            extra["remaining"] = [f"{p.name} on {p.node.name or 'no node'}" for p in verdict.remaining]
+        if verdict.remaining:  # the first pods by name, as many as the admission check message could name
+            ordered = by_name(verdict.remaining)
+            extra["remaining"] = listed_pods(ordered, KUEUE_MESSAGE_LIMIT, pod_on_node)
+            extra["remaining_count"] = len(ordered)
         if verdict.state is None:
             logger.info("Workload %s not checked yet: %s", workload, verdict.message, extra=extra)
         elif outcome.written:

@@ -3,9 +3,17 @@
 `Informer.run()` lists the kind cluster-wide (paged; resourceVersion unset, a quorum read) and then watches
 from the list's resourceVersion with bookmarks. A watch the server ends (its timeout) is resumed from the last
 resourceVersion seen; a 410 Gone, as an ERROR event or as the answer, means that resourceVersion was compacted
-and the informer lists again, reporting what changed meanwhile as events. Any other failure is retried after a
-jittered exponential backoff on the controller's clock, so a flapping API server is neither hammered nor
-waited on for ever (`client-go/tools/cache/reflector.go` `ListAndWatch`, with `wait.Backoff`).
+and the informer lists again, reporting what changed meanwhile as events.
+
+Every attempt that gets nothing is paced by one jittered exponential backoff (`airflow_provider_dispatch.backoff`)
+on the controller's clock, so a flapping API server is neither hammered nor waited on for ever
+(`client-go/tools/cache/reflector.go`: `ListAndWatch` under `wait.BackoffUntil`, and its "very short watch"
+check): a failure (5xx, 429, 403, a dropped connection), a watch that ended without a single event (not even a
+bookmark: a proxy or a server that closes every watch at once would otherwise be asked again at once, for ever),
+and a 410 Gone, after which the informer pauses before it lists again. The count of consecutive attempts resets
+once a watch delivers an event (a bookmark counts) or a list succeeds, so a server that recovers is followed at
+once again; a server that answers the watch after every fresh list with 410 is therefore relisted after the
+first delay each time (0.4 to 0.8 s), never in a loop.
 
 With `keep_cache` the informer holds the objects (Workloads, AdmissionChecks, Nodes: what the controller reads
 again); without it (Pods, which can be 50,000 in one cluster) it only reports events, lists with `limit=1` to
@@ -22,9 +30,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
+from airflow_provider_dispatch.backoff import Backoff, BackoffSchedule
 from airflow_provider_dispatch.dispatch.vocabulary import ApiCoordinates
 from airflow_provider_dispatch.kueue.api import ApiCallError, KubeApi
-from airflow_provider_dispatch.kueue.backoff import Backoff
 from airflow_provider_dispatch.kueue.clock import Clock
 
 Obj = dict[str, Any]
@@ -35,7 +43,8 @@ logger = logging.getLogger(__name__)
 PAGE_SIZE: Final = 500
 #: client-go picks a watch timeout between 5 and 10 minutes so that watches do not all end at once
 WATCH_TIMEOUT_RANGE: Final = (300, 600)
-ERROR_BACKOFF: Final = Backoff(base=0.8, cap=30.0)
+#: client-go's reflector backoff (`NewExponentialBackoffManager(800ms, 30s, ...)` in `reflector.go`)
+RETRY_BACKOFF: Final = BackoffSchedule(initial=0.8, maximum=30.0)
 
 
 @dataclass(frozen=True)
@@ -72,7 +81,7 @@ class Informer:
         keep_cache: bool = True,
         label_selector: str | None = None,
         rng: random.Random | None = None,
-        backoff: Backoff = ERROR_BACKOFF,
+        backoff: BackoffSchedule = RETRY_BACKOFF,
     ) -> None:
         self.api = api
         self.coords = coords
@@ -80,7 +89,8 @@ class Informer:
         self.keep_cache = keep_cache
         self.label_selector = label_selector
         self.rng = rng or random.Random()
-        self.backoff = backoff
+        #: consecutive attempts that got nothing (failed, ended empty, or 410): what paces the next one
+        self.retries = Backoff(backoff, self.rng)
         self.cache: dict[Key, Obj] = {}
         self.synced = asyncio.Event()
         self.resource_version = ""
@@ -110,37 +120,36 @@ class Informer:
 
     async def run(self) -> None:
         """List and watch until cancelled."""
-        failures = 0
         while True:
             try:
                 await self._list()
-                failures = 0
                 while True:
                     await self._watch_once()
-                    failures = 0
             except _Relist:
-                continue
+                await self._pause(logging.INFO, "watch expired (410 Gone); listing again")
             except ApiCallError as error:
                 if error.gone:
-                    continue
-                failures = await self._pause(failures, str(error))
+                    await self._pause(logging.INFO, f"410 Gone ({error}); listing again")
+                else:
+                    await self._pause(logging.WARNING, f"list/watch failed: {error}")
             except asyncio.CancelledError:
                 raise
             except Exception as error:  # anything else is retried the same way, never fatal
                 logger.exception("%s informer failed", self.coords.resource)
-                failures = await self._pause(failures, repr(error))
+                await self._pause(logging.WARNING, f"list/watch failed: {error!r}")
 
-    async def _pause(self, failures: int, why: str) -> int:
-        delay = self.backoff.delay(failures, self.rng)
-        logger.warning(
-            "%s list/watch failed, retrying in %.1fs: %s",
+    async def _pause(self, level: int, why: str) -> None:
+        """Wait the next delay of the backoff before the next attempt."""
+        delay = self.retries.next_delay()
+        logger.log(
+            level,
+            "%s: %s; next attempt in %.1fs",
             self.coords.resource,
-            delay,
             why,
+            delay,
             extra={"resource": self.coords.resource, "retry_in": round(delay, 3)},
         )
         await self.clock.sleep(delay)
-        return failures + 1
 
     async def _list(self) -> None:
         fresh: dict[Key, Obj] = {}
@@ -161,6 +170,7 @@ class Informer:
                 break
             token = str(next_token)
         self.relists += 1
+        self.retries.reset()
         if self.keep_cache:
             self._replace(fresh)
         self.resource_version = version
@@ -190,8 +200,8 @@ class Informer:
             seen += 1
             self._apply(raw)
         if not seen:
-            # a watch that ended at once without a single event (not even a bookmark) may end so again: pace it
-            await self.clock.sleep(self.backoff.delay(0, self.rng))
+            # it ended without a single event (not even a bookmark), and may end so again at once: pace it
+            await self._pause(logging.DEBUG, "watch ended without an event")
 
     def _apply(self, raw: Obj) -> None:
         kind = raw.get("type")
@@ -202,6 +212,7 @@ class Informer:
             if obj.get("code") == 410 or obj.get("reason") in ("Expired", "Gone"):
                 raise _Relist()
             raise ApiCallError(int(obj.get("code") or 500), obj, f"watch {self.coords.resource}")
+        self.retries.reset()
         version = resource_version_of(obj)
         if version:
             self.resource_version = version

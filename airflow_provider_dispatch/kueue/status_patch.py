@@ -8,8 +8,9 @@ manager, ForceOwnership; force because Kueue re-applies every entry as it holds 
 
 * `lastTransitionTime` moves only when the state changes, as `metav1.Condition` semantics and Kueue's own
   writers do; a new message in the same state keeps the time.
-* The message is cut to Kueue's limit of 32768 characters (`workload_types.go` maxLength); the waiting message
-  already fits by naming fewer pods (`dispatch.explain.kueue_waiting_message`).
+* The message is cut to Kueue's limit of 32768 characters (`workload_types.go` maxLength), a last guard for
+  messages that quote an error; the waiting message is far shorter already (`payloads.KUEUE_MESSAGE_LIMIT`,
+  `dispatch.explain.kueue_waiting_message`).
 * `retryCount` is never written: Kueue counts retries itself.
 * The configuration carries the Workload's uid and the resourceVersion that was read. The API server then
   applies it only to that Workload as it was read (409 otherwise), so a verdict reached on a Workload that was
@@ -22,13 +23,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from airflow_provider_dispatch.dispatch import vocabulary as v
-from airflow_provider_dispatch.dispatch.explain import ADMISSION_CHECK_MESSAGE_LIMIT
+from airflow_provider_dispatch.dispatch.payloads import KUEUE_MESSAGE_API_LIMIT, cut
 
 
 def clip(message: str) -> str:
-    if len(message) <= ADMISSION_CHECK_MESSAGE_LIMIT:
-        return message
-    return message[: ADMISSION_CHECK_MESSAGE_LIMIT - 3] + "..."
+    return cut(message, KUEUE_MESSAGE_API_LIMIT)
 
 
 def entry_unchanged(previous: Mapping[str, Any] | None, state: str, message: str) -> bool:

@@ -190,3 +190,26 @@ def admission_check(name: str = "dispatch-drained", *, controller: str = "dispat
         "metadata": {"name": name},
         "spec": {"controllerName": controller},
     }
+
+
+def quota_reserved_status(check: str, at: str, *, cluster_queue: str = "cluster-queue", count: int = 1) -> Obj:
+    """A Workload's status once Kueue reserved quota for it in `cluster_queue` at `at`, with the admission check
+    `check` still Pending: what the admission check controller acts on (one pod set `node` of `count` pods)."""
+    return {
+        "conditions": [
+            {
+                "type": "QuotaReserved",
+                "status": "True",
+                "reason": "QuotaReserved",
+                "message": f"Quota reserved in ClusterQueue {cluster_queue}",
+                "lastTransitionTime": at,
+            }
+        ],
+        "admission": {
+            "clusterQueue": cluster_queue,
+            "podSetAssignments": [
+                {"name": "node", "flavors": {"cpu": "default-flavor"}, "resourceUsage": {"cpu": "1"}, "count": count}
+            ],
+        },
+        "admissionChecks": [{"name": check, "state": "Pending", "message": "", "lastTransitionTime": at}],
+    }

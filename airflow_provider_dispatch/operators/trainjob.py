@@ -56,6 +56,7 @@ from airflow.providers.standard.triggers.temporal import TimeDeltaTrigger
 from airflow.sdk import BaseOperator, Context, conf
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
+from airflow_provider_dispatch.backoff import Backoff, BackoffSchedule
 from airflow_provider_dispatch.dispatch import programs
 from airflow_provider_dispatch.dispatch.assessment import Execution, ManagedObject, Mode, is_held, managed
 from airflow_provider_dispatch.dispatch.errors import (
@@ -67,6 +68,7 @@ from airflow_provider_dispatch.dispatch.errors import (
     SuspensionNotObservedError,
 )
 from airflow_provider_dispatch.dispatch.evidence import DEFAULT_SETTLE_SECONDS
+from airflow_provider_dispatch.dispatch.payloads import remaining_fingerprint
 from airflow_provider_dispatch.dispatch.policy import validate_accepted_risks
 from airflow_provider_dispatch.dispatch.sync_adapter import DispatchAdapter
 from airflow_provider_dispatch.dispatch.validation import Ref, parse_ref
@@ -74,13 +76,14 @@ from airflow_provider_dispatch.dispatch.vocabulary import LABEL_JOB_ID, LABEL_SU
 from airflow_provider_dispatch.hooks.dispatch import DEFAULT_CONN_ID, DispatchHook
 from airflow_provider_dispatch.hooks.errors import airflow_errors, airflow_exception, exception_for_event
 from airflow_provider_dispatch.operators.execution_record import ExecutionRecords, ExpectedExecution
-from airflow_provider_dispatch.triggers.backoff import Backoff
 from airflow_provider_dispatch.triggers.base import DEFAULT_RECHECK_INTERVAL
-from airflow_provider_dispatch.triggers.pods_drained import PodsDrainedTrigger, remaining_summary
+from airflow_provider_dispatch.triggers.pods_drained import PodsDrainedTrigger
 
 OnPodsRemaining = Literal["wait", "retry"]
 #: how long after `wait_timeout` the deferral itself times out (the trigger answers at the deadline)
 DEFERRAL_MARGIN: Final = timedelta(minutes=5)
+#: the pauses between tries while the hold is not observed yet (within `observe_timeout`)
+OBSERVE_BACKOFF: Final = BackoffSchedule(initial=0.5, maximum=5.0)
 
 
 class TrainJobOperator(BaseOperator):
@@ -215,7 +218,7 @@ class AdmittingOperator(TrainJobOperator):
     def attempt(self, context: Context) -> dict[str, Any]:
         """Release now, or wait (poll or defer) or raise, per `on_pods_remaining`."""
         adapter = self.adapter()
-        observe = Backoff(initial=0.5, maximum=5.0)
+        observe = Backoff(OBSERVE_BACKOFF)
         observe_until = time.monotonic() + self.observe_timeout
         while True:
             try:
@@ -237,7 +240,7 @@ class AdmittingOperator(TrainJobOperator):
                 time.sleep(min(wait, left))
                 continue
             except SuspensionNotObservedError as error:
-                delay = observe.next()
+                delay = observe.next_delay()
                 if self.on_pods_remaining == "retry" or time.monotonic() + delay > observe_until:
                     raise airflow_exception(error) from error
                 self.log.info("%s Checking again in %.1fs.", error, delay)
@@ -247,7 +250,7 @@ class AdmittingOperator(TrainJobOperator):
                 if self.on_pods_remaining == "retry":
                     raise airflow_exception(error) from error
                 self._show_reason(error.message)
-                known = remaining_summary({"remaining": [pod.as_dict() for pod in error.remaining]})
+                known = remaining_fingerprint(error.remaining)
                 if self.deferrable:
                     self._defer(context, known)
                 left = self.deadline(context) - time.time()
@@ -333,7 +336,7 @@ class AdmittingOperator(TrainJobOperator):
     def _timeout_message(self, reason: str) -> str:
         return f"Gave up waiting after wait_timeout={self.wait_timeout:.0f}s; nothing was admitted. {reason}"
 
-    def _defer(self, context: Context, known: list[dict[str, Any]]) -> NoReturn:
+    def _defer(self, context: Context, known: str | None) -> NoReturn:
         ref = self.target()[0]
         deadline = self.deadline(context)
         trigger = PodsDrainedTrigger(
@@ -341,7 +344,7 @@ class AdmittingOperator(TrainJobOperator):
             ref.name,
             accept_ceased=False,
             stop_when_running=True,
-            known_remaining=known,
+            known_fingerprint=known,
             deadline=deadline,
             recheck_interval=self.recheck_interval,
             **self.hook.trigger_connection_kwargs(),
@@ -368,7 +371,7 @@ class AdmittingOperator(TrainJobOperator):
             raise AirflowException(self._timeout_message(f"TrainJob {self.target()[0]}: {detail}"))
         if status == "progress":
             self._show_reason(f"TrainJob {self.target()[0]}: {detail}")
-            self._defer(context, remaining_summary(report))
+            self._defer(context, report.get("fingerprint"))
         if status not in ("drained", "running", "ceased"):
             raise AirflowException(f"PodsDrainedTrigger sent an event this operator does not know: {status!r}")
         self.log.info("The trigger reported %s; releasing (the check runs again)", status)

@@ -12,11 +12,17 @@ XCom (the return value) on success::
 
     {"outcome": "drained" | "ceased", "ref": "ns/name",
      "remaining": [{"pod": ..., "node": ..., "node_state": "Ready=Unknown, out-of-service"}, ...],
+     "remaining_count": 312, "node_count": 300,
+     "node_states": [{"state": "Ready=Unknown, out-of-service", "nodes": 1, "pods": 1, "first_nodes": ["n-7"]},
+                     ...],
      "execution": {"job_id": ..., "submission": ..., "admission": ...},
      "detail": "...", "resource_version": "<pod list resourceVersion>"}
 
-`remaining` is empty when drained; when ceased it lists the pods whose processes are proven gone (their objects
-are still there, so a release still waits for them: use `accept_ceased=False` to wait for `drained`).
+`remaining` is empty when drained; when ceased it names the pods whose processes are proven gone (their objects
+are still there, so a release still waits for them: use `accept_ceased=False` to wait for `drained`): the first
+ones by name, as many as the report carries (`remaining_count` counts them all, `node_states` gives every
+distinct node state). The XCom, like the wait reason, stays within its limit however many pods remain
+(`payloads.DRAIN_XCOM_LIMIT`, `payloads.WAIT_REASON_LIMIT`).
 """
 
 from __future__ import annotations
@@ -31,6 +37,26 @@ from airflow_provider_dispatch.hooks.checks import drain_check
 from airflow_provider_dispatch.hooks.errors import airflow_errors, exception_for_event
 from airflow_provider_dispatch.sensors.base import DispatchSensor
 from airflow_provider_dispatch.triggers.pods_drained import PodsDrainedTrigger, remaining_summary
+
+
+def drain_wait_reason(check: Mapping[str, Any], *, accept_ceased: bool, ref: str) -> tuple[str | None, str, str]:
+    """The outcome of one check (`DrainCheck.as_dict()`: `drained`, `ceased`, or None to keep waiting), its wait
+    reason, and the short line logged while the reason does not change.
+
+    The reason's first line names the first remaining pods, their nodes and the nodes' states; the report's detail
+    is already within its limit (`payloads.DETAIL_LIMIT`), so the reason stays within `payloads.WAIT_REASON_LIMIT`
+    however many pods remain."""
+    report = check["report"]
+    ref = str(check.get("ref", ref))
+    detail = str(report.get("detail", ""))
+    if report.get("drained"):
+        reason = f"drained: no pod of TrainJob {ref} remains"
+        return "drained", reason, reason
+    if accept_ceased and report.get("ceased"):
+        reason = f"ceased: every remaining pod of TrainJob {ref} is proven gone. {detail}"
+        return "ceased", reason, f"ceased: {detail.splitlines()[0]}"
+    reason = f"waiting for the pods of TrainJob {ref} to go. {detail}"
+    return None, reason, f"still waiting for TrainJob {ref}: {detail.splitlines()[0] if detail else 'pods remain'}"
 
 
 class PodsDrainedSensor(DispatchSensor):
@@ -57,23 +83,7 @@ class PodsDrainedSensor(DispatchSensor):
     def evaluate(self, context: Context, check: Mapping[str, Any]) -> PokeReturnValue:
         """Show the wait reason of one check (`DrainCheck.as_dict()`) and say whether the wait is over."""
         self._last_check = check
-        report = check["report"]
-        ref = str(check.get("ref", self.ref))
-        outcome: str | None = None
-        if report.get("drained"):
-            outcome = "drained"
-        elif self.accept_ceased and report.get("ceased"):
-            outcome = "ceased"
-        detail = str(report.get("detail", ""))
-        if outcome == "drained":
-            reason = f"drained: no pod of TrainJob {ref} remains"
-            short = reason
-        elif outcome == "ceased":
-            reason = f"ceased: every remaining pod of TrainJob {ref} is proven gone. {detail}"
-            short = f"ceased: {detail.splitlines()[0]}"
-        else:
-            reason = f"waiting for the pods of TrainJob {ref} to go. {detail}"
-            short = f"still waiting for TrainJob {ref}: {detail.splitlines()[0] if detail else 'pods remain'}"
+        outcome, reason, short = drain_wait_reason(check, accept_ceased=self.accept_ceased, ref=self.ref)
         self.show_wait_reason(context, reason, short)
         if outcome is None:
             return PokeReturnValue(is_done=False)
@@ -86,14 +96,17 @@ class PodsDrainedSensor(DispatchSensor):
             "outcome": outcome,
             "ref": check.get("ref"),
             "remaining": remaining_summary(report),
+            "remaining_count": report.get("remaining_count", 0),
+            "node_count": report.get("node_count", 0),
+            "node_states": report.get("node_states", []),
             "execution": check.get("execution"),
             "detail": report.get("detail"),
             "resource_version": report.get("resource_version"),
         }
 
     def make_trigger(self, **kwargs: Any) -> PodsDrainedTrigger:
-        known = remaining_summary(self._last_check["report"]) if self._last_check is not None else None
-        kwargs.setdefault("known_remaining", known)
+        known = self._last_check["report"].get("fingerprint") if self._last_check is not None else None
+        kwargs.setdefault("known_fingerprint", known)
         return PodsDrainedTrigger(self.namespace, self.name, accept_ceased=self.accept_ceased, **kwargs)
 
     def execute_complete(self, context: Context, event: Mapping[str, Any] | None = None) -> Any:
@@ -109,7 +122,7 @@ class PodsDrainedSensor(DispatchSensor):
             return result.xcom_value
         if status == "timeout":
             raise AirflowSensorTimeout(self.timeout_message(f"Sensor has timed out after {self.timeout:.0f}s"))
-        self.defer_wait(context, known_remaining=remaining_summary(event["report"]))
+        self.defer_wait(context, known_fingerprint=event["report"].get("fingerprint"))
 
     def timeout_detail(self) -> str:
         if self._last_check is None:
@@ -123,4 +136,4 @@ class PodsDrainedSensor(DispatchSensor):
         return f"Cessation was NOT proven for TrainJob {self.ref}: its previous execution may still run. {said}."
 
 
-__all__ = ["PodsDrainedSensor"]
+__all__ = ["PodsDrainedSensor", "drain_wait_reason"]

@@ -36,12 +36,12 @@ from typing import Any, ClassVar, Final, TypeVar
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
+from airflow_provider_dispatch.backoff import Backoff, BackoffSchedule, jittered
 from airflow_provider_dispatch.dispatch.errors import DispatchError, UnreachableError
 from airflow_provider_dispatch.dispatch.programs import Program
 from airflow_provider_dispatch.dispatch.validation import parse_ref
 from airflow_provider_dispatch.hooks.dispatch import DEFAULT_CONN_ID
 from airflow_provider_dispatch.hooks.errors import error_event
-from airflow_provider_dispatch.triggers.backoff import Backoff, jittered
 from airflow_provider_dispatch.triggers.hub import SharedConnection, current_hub
 
 _T = TypeVar("_T")
@@ -50,6 +50,8 @@ _T = TypeVar("_T")
 DEFAULT_RECHECK_INTERVAL: Final = 300.0
 #: seconds of consecutive "API server unreachable" before the trigger gives up with an error event
 DEFAULT_UNREACHABLE_TIMEOUT: Final = 120.0
+#: the pauses between consistent re-checks the API server did not answer
+UNREACHABLE_BACKOFF: Final = BackoffSchedule(initial=0.5, maximum=30.0)
 
 
 class DispatchTrigger(BaseTrigger):
@@ -183,7 +185,7 @@ class DispatchTrigger(BaseTrigger):
 
     async def checked(self, shared: SharedConnection, make_program: Callable[[], Program[_T]]) -> _T:
         """Run a read-only program; retry UnreachableError with backoff for up to `unreachable_timeout`."""
-        backoff = Backoff()
+        backoff = Backoff(UNREACHABLE_BACKOFF)
         first_failure: float | None = None
         while True:
             try:
@@ -191,7 +193,7 @@ class DispatchTrigger(BaseTrigger):
             except UnreachableError as error:
                 now = time.monotonic()
                 first_failure = now if first_failure is None else first_failure
-                delay = backoff.next()
+                delay = backoff.next_delay()
                 if now - first_failure + delay > self.unreachable_timeout or delay > self.remaining_time():
                     raise
                 self.log.warning("dispatch: %s; checking again in %.1fs", error, delay)

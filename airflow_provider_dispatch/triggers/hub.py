@@ -32,7 +32,7 @@ from airflow_provider_dispatch.dispatch.async_adapter import AsyncDispatchAdapte
 from airflow_provider_dispatch.dispatch.programs import Program
 from airflow_provider_dispatch.dispatch.vocabulary import ApiCoordinates
 from airflow_provider_dispatch.hooks.dispatch import AsyncDispatchHook, connection_key
-from airflow_provider_dispatch.triggers.watch import Changes, Predicate, ResourceWatch, Subscription
+from airflow_provider_dispatch.triggers.watch import Changes, Predicate, ResourceWatch, Sleep, Subscription
 
 _T = TypeVar("_T")
 
@@ -46,9 +46,12 @@ SYNC_WAIT_SECONDS: Final = 10.0
 class SharedConnection:
     """One read-only adapter (one client, one aiohttp session) and its watches, for one connection."""
 
-    def __init__(self, key: str, kwargs: Mapping[str, Any], *, max_concurrent_checks: int) -> None:
+    def __init__(
+        self, key: str, kwargs: Mapping[str, Any], *, max_concurrent_checks: int, sleep: Sleep = asyncio.sleep
+    ) -> None:
         self.key = key
         self.kwargs = dict(kwargs)
+        self.sleep = sleep
         self.users = 0
         self.watches: dict[tuple[str, str | None], ResourceWatch] = {}
         self._checks = asyncio.Semaphore(max_concurrent_checks)
@@ -93,7 +96,7 @@ class SharedConnection:
         key = (coords.resource, namespace)
         watch = self.watches.get(key)
         if watch is None:
-            watch = ResourceWatch(self.adapter.api_client, coords, namespace)
+            watch = ResourceWatch(self.adapter.api_client, coords, namespace, sleep=self.sleep)
             self.watches[key] = watch
         subscription = watch.subscribe(predicate, changes, label)
         watch.start()
@@ -127,18 +130,23 @@ class SharedConnection:
 
 
 class Hub:
-    """The shared connections of one event loop."""
+    """The shared connections of one event loop.
 
-    def __init__(self, *, max_concurrent_checks: int = MAX_CONCURRENT_CHECKS) -> None:
+    `sleep` is how its watches wait out the pauses between reconnects (`asyncio.sleep`; a test passes a clock of
+    its own to count them against the backoff schedule instead of waiting).
+    """
+
+    def __init__(self, *, max_concurrent_checks: int = MAX_CONCURRENT_CHECKS, sleep: Sleep = asyncio.sleep) -> None:
         self.connections: dict[str, SharedConnection] = {}
         self.max_concurrent_checks = max_concurrent_checks
+        self.sleep = sleep
 
     @contextlib.asynccontextmanager
     async def connection(self, kwargs: Mapping[str, Any]) -> AsyncIterator[SharedConnection]:
         key = connection_key(kwargs)
         shared = self.connections.get(key)
         if shared is None:
-            shared = SharedConnection(key, kwargs, max_concurrent_checks=self.max_concurrent_checks)
+            shared = SharedConnection(key, kwargs, max_concurrent_checks=self.max_concurrent_checks, sleep=self.sleep)
             self.connections[key] = shared
         shared.users += 1
         try:

@@ -13,12 +13,14 @@ How it waits (DESIGN §8; research airflow.md §3):
 
 The watch only wakes the trigger: every event it yields comes from a consistent read, never from the watch's
 objects. Events (payload `status`, plus the check as `DrainCheck.as_dict()`: `ref`, `report`, `execution`,
-`held`):
+`held`; at most `payloads.TRIGGER_EVENT_LIMIT` characters of JSON however many pods remain: the report names the
+first pods and counts them all, `DrainReport.as_dict`):
 
 * `drained`: no pod remains;
 * `ceased`: pods remain but every one is proven gone (only with `accept_ceased`);
-* `progress`: the remaining set or a node state differs from `known_remaining` (what the worker last showed,
-  `remaining_summary` of its report): the worker refreshes its wait reason and defers again;
+* `progress`: the remaining set or a node state differs from the one the worker last showed (`known_fingerprint`,
+  the report's `fingerprint`): the worker refreshes its wait reason and defers again. The kwargs carry only that
+  fingerprint (64 characters), never the pods, so they stay the same size across any number of re-deferrals;
 * `running`: the TrainJob is no longer held (only with `stop_when_running`: a release that waits learns that
   someone else admitted it, and returns that execution);
 * `timeout` (`deadline` passed) and `error` (see `triggers.base`).
@@ -27,7 +29,7 @@ objects. Events (payload `status`, plus the check as `DrainCheck.as_dict()`: `re
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any, ClassVar
 
 from airflow_provider_dispatch.dispatch.nodes import NodeRead, node_state
@@ -40,11 +42,8 @@ from airflow_provider_dispatch.triggers.watch import Changes
 
 
 def remaining_summary(report: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """`[{pod, node, node_state}, ...]` of a `DrainReport.as_dict()`, sorted: the XCom's and the trigger's view.
-
-    Two reports with the same summary show a person the same wait: the same pods, on the same nodes, in the
-    same node states. A change of it is what a `progress` event reports.
-    """
+    """`[{pod, node, node_state}, ...]` of the pods a `DrainReport.as_dict()` names (the first ones by name, all of
+    them when few remain), sorted: the sensor's XCom view. `remaining_count` and `node_states` count them all."""
     pods = report.get("remaining") or []
     summary = [
         {"pod": str(pod.get("name")), "node": pod.get("node"), "node_state": pod.get("node_state")}
@@ -59,8 +58,9 @@ class PodsDrainedTrigger(DispatchTrigger):
 
     :param accept_ceased: also end (`ceased`) when every remaining pod is proven gone; False waits for
         `drained` (a release needs the pod objects gone, not only their processes).
-    :param known_remaining: the worker's last `remaining_summary`; a check that differs yields `progress`.
-        None: the first check sets it, and only later changes count.
+    :param known_fingerprint: the `fingerprint` of the report the worker last showed; a check whose remaining set
+        (pods, their nodes, the nodes' states) differs yields `progress`. None: the first check sets it, and only
+        later changes count.
     :param report_progress: yield `progress` on changes (else only the final outcomes).
     :param stop_when_running: end with `running` when the TrainJob is no longer held.
 
@@ -75,14 +75,14 @@ class PodsDrainedTrigger(DispatchTrigger):
         name: str,
         *,
         accept_ceased: bool = True,
-        known_remaining: list[dict[str, Any]] | None = None,
+        known_fingerprint: str | None = None,
         report_progress: bool = True,
         stop_when_running: bool = False,
         **common: Any,
     ) -> None:
         super().__init__(namespace, name, **common)
         self.accept_ceased = accept_ceased
-        self.known_remaining = [dict(entry) for entry in known_remaining] if known_remaining is not None else None
+        self.known_fingerprint = known_fingerprint
         self.report_progress = report_progress
         self.stop_when_running = stop_when_running
         # What the last check learnt, so that watch events can be judged: whose pods, which nodes in which state.
@@ -92,7 +92,7 @@ class PodsDrainedTrigger(DispatchTrigger):
     def own_kwargs(self) -> dict[str, Any]:
         return {
             "accept_ceased": self.accept_ceased,
-            "known_remaining": self.known_remaining,
+            "known_fingerprint": self.known_fingerprint,
             "report_progress": self.report_progress,
             "stop_when_running": self.stop_when_running,
         }
@@ -114,8 +114,10 @@ class PodsDrainedTrigger(DispatchTrigger):
 
     # --- the decision --------------------------------------------------------------------------------------
 
-    def decide(self, check: DrainCheck, known: Sequence[Mapping[str, Any]] | None) -> dict[str, Any] | None:
-        """The event payload for this check, or None to keep waiting. The report decides; this only routes."""
+    def decide(self, check: DrainCheck, known: str | None) -> dict[str, Any] | None:
+        """The event payload for this check, or None to keep waiting. The report decides; this only routes.
+
+        `known` is the fingerprint of the remaining set last shown (None: nothing shown yet)."""
         report = check.report
         status: str | None = None
         if self.stop_when_running and not check.held:
@@ -124,7 +126,7 @@ class PodsDrainedTrigger(DispatchTrigger):
             status = "drained"
         elif self.accept_ceased and report.ceased:
             status = "ceased"
-        elif self.report_progress and known is not None and remaining_summary(report.as_dict()) != list(known):
+        elif self.report_progress and known is not None and report.fingerprint != known:
             status = "progress"
         return None if status is None else {"status": status, **check.as_dict()}
 
@@ -134,7 +136,7 @@ class PodsDrainedTrigger(DispatchTrigger):
 
     async def wait(self, shared: SharedConnection) -> dict[str, Any]:
         changes = Changes()
-        known = self.known_remaining
+        known = self.known_fingerprint
         async with contextlib.AsyncExitStack() as watches:
             await watches.enter_async_context(
                 shared.watching(POD, self.namespace, self.pod_matters, changes, f"pods in {self.namespace}")
@@ -155,7 +157,7 @@ class PodsDrainedTrigger(DispatchTrigger):
                 if payload is not None:
                     return payload
                 if known is None:
-                    known = remaining_summary(check.report.as_dict())
+                    known = check.report.fingerprint
                 wait = self.next_wait()
                 if wait <= 0:
                     return {"status": "timeout", **check.as_dict()}

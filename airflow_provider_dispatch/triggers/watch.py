@@ -8,10 +8,18 @@ needs no cache of objects, only the informer discipline that makes it complete
 * start with a list (`limit=1`: only its resourceVersion is needed; resourceVersion unset, so a quorum read),
   then watch from that resourceVersion with `allowWatchBookmarks`, and resume from the last resourceVersion
   seen (an event's or a bookmark's) whenever the stream ends (`timeoutSeconds`, a server or proxy closing it);
-* on `410 Gone` (an ERROR event with code 410, or a 410 answer: the resourceVersion was compacted) list again;
-  events may have been missed, so every subscriber is told (`relist`) and re-checks;
-* on any other failure (connection refused or reset, 5xx, 429, 403) wait with exponential backoff and jitter
-  (`backoff.Backoff`) and resume; subscribers keep their periodic re-check as the safety net meanwhile.
+* on `410 Gone` (an ERROR event with code 410, or a 410 answer: the resourceVersion was compacted) pause, then
+  list again; events may have been missed, so every subscriber is told (`relist`) and re-checks;
+* on any other failure (connection refused or reset, 5xx, 429, 403) pause and resume; subscribers keep their
+  periodic re-check as the safety net meanwhile;
+* a stream that ends without a single line (not even a bookmark: a proxy, or a server, that closes every watch
+  at once) is paced the same way before it is resumed, or the watch would be asked for again at once, about a
+  thousand times a second.
+
+Every pause is the next delay of one exponential backoff with jitter per watch (`airflow_provider_dispatch.backoff`,
+0.25 s to 30 s); the count of consecutive attempts that got nothing resets once a stream delivers a line (an
+event or a bookmark) or a list succeeds. The pauses go through `sleep` (`asyncio.sleep` unless the hub is given
+another clock), so a test can count them against the schedule without waiting.
 
 The first list also tells every subscriber (`relist`), which closes the one gap a subscriber could otherwise
 fall into: a subscriber that checked before the watch had its resourceVersion re-checks after it has one.
@@ -26,15 +34,15 @@ import asyncio
 import contextlib
 import json
 import logging
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
 import aiohttp
 
+from airflow_provider_dispatch.backoff import Backoff, BackoffSchedule
 from airflow_provider_dispatch.dispatch.transport import AUTH_SETTINGS, HEADERS, decode_answer
 from airflow_provider_dispatch.dispatch.vocabulary import ApiCoordinates
-from airflow_provider_dispatch.triggers.backoff import Backoff
 
 logger = logging.getLogger(__name__)
 
@@ -44,6 +52,11 @@ WATCH_TIMEOUT_SECONDS: Final = 290
 #: about once a minute, so a silent minute and a half means the stream is gone)
 READ_TIMEOUT_SECONDS: Final = 90.0
 CONNECT_TIMEOUT_SECONDS: Final = 10.0
+#: the pauses between attempts that got nothing: a failure, an empty stream, a 410
+RECONNECT_BACKOFF: Final = BackoffSchedule(initial=0.5, maximum=30.0)
+
+#: how a watch waits out a pause (`asyncio.sleep`, or a test's clock)
+Sleep = Callable[[float], Awaitable[None]]
 
 #: what a subscriber's predicate is asked: the event type (ADDED, MODIFIED, DELETED) and the object
 Predicate = Callable[[str, Mapping[str, Any]], bool]
@@ -123,8 +136,8 @@ class ResourceWatch:
     """List-then-watch of one kind in one namespace (None: cluster-wide), fanned out to subscriptions.
 
     `api_client` is a `kubernetes_asyncio` ApiClient (the shared adapter's); the stream uses its session, its
-    authentication and its TLS settings. Counters (`lists`, `streams`, `events`, `failures`) are for tests and
-    for measuring API load.
+    authentication and its TLS settings. Counters (`lists`, `streams`, `events`, `failures`, `empty_streams`)
+    are for tests and for measuring API load.
     """
 
     def __init__(
@@ -135,17 +148,20 @@ class ResourceWatch:
         *,
         timeout_seconds: int = WATCH_TIMEOUT_SECONDS,
         read_timeout: float = READ_TIMEOUT_SECONDS,
-        backoff: Backoff | None = None,
+        backoff: BackoffSchedule = RECONNECT_BACKOFF,
+        sleep: Sleep = asyncio.sleep,
     ) -> None:
         self.api_client = api_client
         self.coords = coords
         self.namespace = namespace
         self.timeout_seconds = timeout_seconds
         self.read_timeout = read_timeout
-        self.backoff = backoff or Backoff()
+        #: consecutive attempts that got nothing: what the next pause is drawn from
+        self.retries = Backoff(backoff)
+        self.sleep = sleep
         self.subscriptions: set[Subscription] = set()
         self.resource_version: str | None = None
-        self.lists = self.streams = self.events = self.failures = 0
+        self.lists = self.streams = self.events = self.failures = self.empty_streams = 0
         #: set once the first list answered: from then on no change is missed
         self.synced = asyncio.Event()
         #: set once the first list answered or failed: subscribers wait for this, not for `synced`, so a watch
@@ -193,21 +209,25 @@ class ResourceWatch:
                     self.synced.set()
                     self.settled.set()
                     self._tell_all("relist")
-                await self._stream(self.resource_version)
+                if not await self._stream(self.resource_version):
+                    self.empty_streams += 1
+                    delay = self.retries.next_delay()
+                    logger.debug("dispatch: %s ended without an event; resuming in %.1fs", self.description, delay)
+                    await self.sleep(delay)
             except Expired:
-                listing = self.resource_version is None
-                logger.info("dispatch: %s expired (410 Gone); listing again", self.description)
-                self.resource_version = None
-                if listing:  # even the list was refused with 410: back off rather than spin
+                if self.resource_version is None:  # even the list was refused with 410
                     self.failures += 1
                     self.settled.set()
-                    await asyncio.sleep(self.backoff.next())
+                self.resource_version = None
+                delay = self.retries.next_delay()
+                logger.info("dispatch: %s expired (410 Gone); listing again in %.1fs", self.description, delay)
+                await self.sleep(delay)
             except asyncio.CancelledError:
                 raise
             except Exception as error:
                 self.failures += 1
                 self.settled.set()
-                delay = self.backoff.next()
+                delay = self.retries.next_delay()
                 logger.warning(
                     "dispatch: %s failed (%s: %s); resuming in %.1fs",
                     self.description,
@@ -215,7 +235,7 @@ class ResourceWatch:
                     error,
                     delay,
                 )
-                await asyncio.sleep(delay)
+                await self.sleep(delay)
 
     async def _request(self, query: list[tuple[str, str]], client_timeout: aiohttp.ClientTimeout) -> Any:
         return await self.api_client.call_api(
@@ -241,10 +261,11 @@ class ResourceWatch:
         rv = _resource_version(answer)
         if rv is None:
             raise WatchFailure(None, f"list {self.coords.resource} answered without a resourceVersion")
-        self.backoff.reset()
+        self.retries.reset()
         return rv
 
-    async def _stream(self, resource_version: str) -> None:
+    async def _stream(self, resource_version: str) -> bool:
+        """Follow one watch request until the server ends it; whether it delivered a line (event or bookmark)."""
         query = [
             ("watch", "true"),
             ("resourceVersion", resource_version),
@@ -261,8 +282,11 @@ class ResourceWatch:
                 status = answer.status if not isinstance(answer, Mapping) else response.status
                 raise WatchFailure(status, f"watch {self.coords.resource}")
             self.streams += 1
+            delivered = False
             async for event in _lines(response.content):
+                delivered = True
                 self._handle(event)
+            return delivered
 
     def _handle(self, event: Mapping[str, Any]) -> None:
         kind = event.get("type")
@@ -274,7 +298,7 @@ class ResourceWatch:
             if code == 410:
                 raise Expired()
             raise WatchFailure(code if isinstance(code, int) else None, str(obj.get("message", "watch error")))
-        self.backoff.reset()
+        self.retries.reset()
         rv = _resource_version(obj)
         if rv is not None:
             self.resource_version = rv
@@ -302,4 +326,13 @@ async def _lines(content: aiohttp.StreamReader) -> AsyncIterator[Mapping[str, An
             yield decoded
 
 
-__all__ = ["Changes", "Expired", "Predicate", "ResourceWatch", "Subscription", "WatchFailure"]
+__all__ = [
+    "RECONNECT_BACKOFF",
+    "Changes",
+    "Expired",
+    "Predicate",
+    "ResourceWatch",
+    "Sleep",
+    "Subscription",
+    "WatchFailure",
+]

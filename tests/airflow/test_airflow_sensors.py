@@ -7,9 +7,13 @@ metadata database while the sensor is still waiting.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 from airflow_lab import Actor, AirflowLab, RunDag, Seen, find_wait_reasons
 from dispatch_lab.cluster import Cluster
+
+from airflow_provider_dispatch.dispatch import payloads
 
 pytestmark = pytest.mark.airflow
 
@@ -163,3 +167,63 @@ def test_the_outcome_sensor_refuses_a_superseded_admission(
     result = run_dag("dispatch_outcome_deferrable", namespace=cluster.namespace, name="ft-7", admission=2)
     assert (result.task_state("outcome"), result.try_number("outcome")) == ("failed", 1)
     assert "runs execution 3 now" in capfd.readouterr().out
+
+
+def test_deferred_with_hundreds_of_pods_every_payload_stays_bounded_across_re_deferrals(
+    airflow_lab: AirflowLab, cluster: Cluster, run_dag: RunDag
+) -> None:
+    """240 pods on 60 nodes (one lost, one Ready=False, one fenced, the rest Ready=True), going in three batches
+    and then all: the sensor re-defers on each change. While deferred, the wait reason (rendered field and XCom)
+    is within its limit and still gives the count, the first pods with their nodes and node states, and every
+    node state; every trigger's kwargs stay the same small size however often it re-defers; every event and the
+    final XCom stay within theirs."""
+    nodes = cluster.nodes_in_states(60)
+    _, pods = cluster.held_after_execution(
+        "ft-7", runtime=cluster.runtime(), admission=2, pods_on=[nodes[i % len(nodes)] for i in range(240)]
+    )
+    lost = nodes[0]
+    going = [pod for i, pod in enumerate(pods) if i % len(nodes) >= 3]  # the pods on Ready=True nodes
+    batches = [going[:60], going[60:120], going[120:]]
+    mark = airflow_lab.probe.mark()
+    seen_reasons: list[dict[str, str]] = []
+
+    def lost_node_read(times: int) -> Callable[[list[Seen]], bool]:
+        return lambda seen: node_reads(seen, lost, by_trigger=True) >= times
+
+    def story() -> None:
+        airflow_lab.probe.wait_for(lost_node_read(1), mark)
+        seen_reasons.append(find_wait_reasons("dispatch_drained_deferrable_measured", "drained", cluster.namespace))
+        for batch in batches:
+            before = node_reads(airflow_lab.probe.since(mark), lost, by_trigger=True)
+            for pod in batch:
+                kubelet_confirms(cluster, pod)
+            # the trigger's re-check (progress), then the next deferral's trigger checks: a re-deferral happened
+            airflow_lab.probe.wait_for(lost_node_read(before + 2), mark)
+        for pod in sorted(set(pods) - set(going)):
+            kubelet_confirms(cluster, pod)
+
+    actor = Actor(story).start()
+    result = run_dag("dispatch_drained_deferrable_measured", namespace=cluster.namespace, name="ft-7")
+    actor.join()
+    assert (result.task_state("drained"), result.xcom("drained")["outcome"]) == ("success", "drained")
+
+    (while_deferred,) = seen_reasons
+    first_pods = sorted(pods)[:3]
+    # the XCom first: Airflow itself cuts a rendered field beyond 4096 characters (losing what follows)
+    for reason in (while_deferred["xcom"], while_deferred["rendered"]):
+        assert len(reason) <= payloads.WAIT_REASON_LIMIT
+        first_line, census = reason.splitlines()[:2]
+        assert first_line.startswith(f"waiting for the pods of TrainJob {cluster.namespace}/ft-7 to go. ")
+        assert f"{first_pods[0]} on " in first_line
+        assert " more" in first_line
+        assert census.startswith("240 pods on 60 nodes: Ready=Unknown (1 node: ")
+        for state in ("Ready=Unknown", "Ready=False", "Ready=Unknown, out-of-service", "Ready=True (57 nodes)"):
+            assert state in census
+        assert f"kubectl taint node {lost} " in reason
+    kwargs_sizes = result.xcom("drained", key="trigger_kwargs_sizes")
+    event_sizes = result.xcom("drained", key="event_sizes")
+    assert len(kwargs_sizes) >= 1 + len(batches)  # the first deferral, and at least one more per batch
+    assert max(kwargs_sizes) <= payloads.TRIGGER_KWARGS_LIMIT
+    assert max(kwargs_sizes) - min(kwargs_sizes) <= 8  # a fingerprint, whatever remains (the deadline's digits vary)
+    assert len(event_sizes) == len(kwargs_sizes)
+    assert max(event_sizes) <= payloads.TRIGGER_EVENT_LIMIT

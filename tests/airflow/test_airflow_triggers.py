@@ -8,8 +8,11 @@ event. `recheck_interval` is an hour, so an event that arrives at all came throu
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import json
 import socket
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
@@ -18,18 +21,28 @@ from airflow.sdk.exceptions import AirflowException, AirflowFailException
 from airflow.sdk.serde import deserialize, serialize
 from airflow.triggers.base import BaseTrigger
 from airflow_lab import AirflowLab, Seen
+from dispatch.support import remaining_across
 from dispatch_lab.cluster import Cluster
 
+from airflow_provider_dispatch.dispatch import payloads
 from airflow_provider_dispatch.dispatch import vocabulary as v
+from airflow_provider_dispatch.dispatch.assessment import Execution, remaining_report
+from airflow_provider_dispatch.dispatch.explain import pod_on_node
+from airflow_provider_dispatch.dispatch.payloads import fingerprint
+from airflow_provider_dispatch.dispatch.selection import Selection
+from airflow_provider_dispatch.hooks.checks import DrainCheck
 from airflow_provider_dispatch.hooks.errors import exception_for_event
 from airflow_provider_dispatch.lab.faults import FaultRule
 from airflow_provider_dispatch.lab.runtime import write_kubeconfig
-from airflow_provider_dispatch.triggers.hub import current_hub
+from airflow_provider_dispatch.sensors.pods_drained import PodsDrainedSensor, drain_wait_reason
+from airflow_provider_dispatch.triggers.hub import Hub, current_hub
 from airflow_provider_dispatch.triggers.pods_drained import PodsDrainedTrigger, remaining_summary
 from airflow_provider_dispatch.triggers.trainjob_outcome import TrainJobOutcomeTrigger
+from airflow_provider_dispatch.triggers.watch import RECONNECT_BACKOFF, Changes
 
 pytestmark = pytest.mark.airflow
 HOUR = 3600.0
+SELECTION = ("ml", "ft-7", "ft-7", "1")
 
 
 def connection(airflow_lab: AirflowLab, identity: str = "writer") -> dict[str, Any]:
@@ -90,7 +103,7 @@ def kubelet_confirms(cluster: Cluster, pod: str) -> None:
             "ft-7",
             accept_ceased=False,
             stop_when_running=True,
-            known_remaining=[{"pod": "p-0", "node": "n1", "node_state": "Ready=Unknown"}],
+            known_fingerprint=fingerprint([{"pod": "p-0", "node": "n1", "node_state": "Ready=Unknown"}]),
             deadline=1_900_000_000.5,
             connection_extras={"kube_config_path": "/k", "cluster_context": "c"},
             kubernetes_conn_id="other",
@@ -135,10 +148,10 @@ async def test_a_drain_is_seen_through_the_watch_without_polling(airflow_lab: Ai
 
 async def test_a_changed_remaining_set_yields_progress(airflow_lab: AirflowLab, cluster: Cluster) -> None:
     node, pods = held_with_terminating_pods(cluster, count=2)
-    known = [{"pod": pod, "node": node, "node_state": "Ready=True"} for pod in sorted(pods)]
+    known = fingerprint({"pod": pod, "node": node, "node_state": "Ready=True"} for pod in pods)
     mark = airflow_lab.probe.mark()
     trigger = PodsDrainedTrigger(
-        cluster.namespace, "ft-7", known_remaining=known, recheck_interval=HOUR, **connection(airflow_lab)
+        cluster.namespace, "ft-7", known_fingerprint=known, recheck_interval=HOUR, **connection(airflow_lab)
     )
     running = asyncio.create_task(first_event(trigger))
     await wait_for(airflow_lab, checks_answered("ft-7", 1, (node,)), mark)
@@ -320,6 +333,137 @@ async def test_the_watch_survives_its_faults(airflow_lab: AirflowLab, cluster: C
     if fault.kind == "410":  # the watch listed again, and its subscribers were told to re-check
         lists = [s for s in airflow_lab.probe.since(mark) if s.by_trigger and s.query.get("limit") == "1"]
         assert len([s for s in lists if s.path.endswith("/pods")]) >= 2
+
+
+# --- the watch's pacing: reconnects that deliver nothing wait on the backoff schedule ------------------------
+
+STRETCH = 120.0  # seconds of the watches' own clock they are left to run while every watch ends at once
+CAP = 60  # watch requests after which the watch is taken as unpaced (the test then fails on the count)
+
+
+@dataclass
+class PauseClock:
+    """The watches' pauses, counted instead of waited: each is recorded and passes at once (one turn of the event
+    loop), so the stretch of the watches' time they add up to is exact and no test waits on wall time."""
+
+    pauses: list[float] = field(default_factory=list)
+
+    async def sleep(self, seconds: float) -> None:
+        self.pauses.append(seconds)
+        await asyncio.sleep(0)
+
+    @property
+    def elapsed(self) -> float:
+        return sum(self.pauses)
+
+
+async def watch_until(
+    airflow_lab: AirflowLab, cluster: Cluster, counted: Callable[[list[Seen]], int], stretch: float
+) -> tuple[list[Seen], PauseClock]:
+    """Subscribe to the shared pod watch of the cluster's namespace through a hub whose watches pause on a
+    `PauseClock`; stop once their pauses add up to `stretch` or `counted` requests reached CAP."""
+    clock = PauseClock()
+    mark = airflow_lab.probe.mark()
+    async with contextlib.AsyncExitStack() as stack:
+        shared = await stack.enter_async_context(Hub(sleep=clock.sleep).connection(connection(airflow_lab)))
+        await stack.enter_async_context(
+            shared.watching(v.POD, cluster.namespace, lambda kind, obj: True, Changes(), "pods")
+        )
+        await wait_for(airflow_lab, lambda seen: counted(seen) >= CAP or clock.elapsed >= stretch, mark)
+    return airflow_lab.probe.since(mark), clock
+
+
+def pod_watches(namespace: str) -> Callable[[list[Seen]], int]:
+    return lambda seen: sum(1 for s in seen if s.is_watch_of("pods", namespace))
+
+
+def pod_lists(namespace: str) -> Callable[[list[Seen]], int]:
+    path = f"/namespaces/{namespace}/pods"
+    return lambda seen: sum(1 for s in seen if s.phase == "done" and not s.watch and s.path.endswith(path))
+
+
+async def test_a_watch_that_ends_at_once_without_events_reconnects_on_the_backoff_schedule(
+    airflow_lab: AirflowLab, cluster: Cluster
+) -> None:
+    """Every pod watch ends at once with 200 and no event: the shared watch resumes after each pause and the
+    pauses grow, so over 120 s of its clock the lab sees about fifteen watches, not a thousand a second."""
+    fault = FaultRule("end-watch", verbs=frozenset({"watch"}), resources=frozenset({"pods"}))
+    airflow_lab.hooks.faults(fault, when=lambda request: request.query.get("watch") == "true")
+    seen, clock = await watch_until(airflow_lab, cluster, pod_watches(cluster.namespace), STRETCH)
+    watches = pod_watches(cluster.namespace)(seen)
+    assert pod_lists(cluster.namespace)(seen) == 1  # an empty watch is resumed from its resourceVersion
+    assert watches >= 5
+    # the first watch, one more after each pause that fits in the stretch, and the one the last pause let through
+    assert watches <= 1 + RECONNECT_BACKOFF.most_retries_within(STRETCH) + 1
+    for failures, pause in enumerate(clock.pauses):  # each pause is the schedule's, one step further each time
+        ceiling = RECONNECT_BACKOFF.ceiling(failures)
+        assert ceiling / 2 <= pause <= ceiling
+
+
+async def test_the_watch_pauses_before_it_lists_again_after_410_gone(airflow_lab: AirflowLab, cluster: Cluster) -> None:
+    """Every pod watch is answered 410 Gone: the shared watch lists again each time, after a pause (the list that
+    succeeds starts the count over, so each pause is the schedule's first step)."""
+    stretch = 10.0
+    fault = FaultRule("410", verbs=frozenset({"watch"}), resources=frozenset({"pods"}))
+    airflow_lab.hooks.faults(fault, when=lambda request: request.query.get("watch") == "true")
+    seen, clock = await watch_until(airflow_lab, cluster, pod_lists(cluster.namespace), stretch)
+    lists = pod_lists(cluster.namespace)(seen)
+    assert lists >= 5
+    assert lists <= stretch / RECONNECT_BACKOFF.least_total(1) + 2
+    assert len(clock.pauses) >= lists - 1  # one pause before every relist
+    first = RECONNECT_BACKOFF.ceiling(0)
+    assert all(first / 2 <= pause <= first for pause in clock.pauses)
+
+
+# --- payloads at 50,000 pods: what the trigger and the sensor hand on stays bounded ---------------------------
+
+
+def test_at_50000_pods_the_events_kwargs_wait_reasons_and_xcom_stay_bounded_across_re_deferrals() -> None:
+    """50,000 pods on 5,000 nodes, 4,000 going before each check: each check makes the trigger yield `progress`, and
+    the sensor re-defers (`make_trigger` with the event's fingerprint, as `execute_complete` does). Every event, every
+    next trigger's serialized kwargs, every wait reason and the XCom stay within their limits, and still say how
+    many pods remain, which come first (with node and node state), and every node state."""
+    remaining = sorted(remaining_across(50_000, 5_000), key=lambda pod: pod.name)
+    sensor = PodsDrainedSensor(task_id="drained", namespace="ml", name="ft-7", kubernetes_conn_id=None)
+    shown = remaining_report("ml/ft-7", tuple(remaining), "6").fingerprint  # what the poke before deferring showed
+    trigger = sensor.make_trigger(
+        deadline=1_900_000_000.0, recheck_interval=HOUR, kubernetes_conn_id=None, known_fingerprint=shown
+    )
+    kwargs_sizes: list[int] = []
+    for _ in range(10):
+        remaining = remaining[4_000:]
+        check = DrainCheck(
+            remaining_report("ml/ft-7", tuple(remaining), "7"), Execution("ft-7", "1", 2), True, Selection(*SELECTION)
+        )
+        event = trigger.decide(check, trigger.known_fingerprint)
+        assert event is not None
+        assert event["status"] == "progress"
+        assert len(json.dumps(serialize(event))) <= payloads.TRIGGER_EVENT_LIMIT
+        report = event["report"]
+        assert (report["remaining_count"], report["remaining"][0]["name"]) == (len(remaining), remaining[0].name)
+        assert {entry["state"] for entry in report["node_states"]} == {pod.node.label for pod in remaining}
+
+        _, reason, short = drain_wait_reason(event, accept_ceased=True, ref="ml/ft-7")
+        assert len(reason) <= payloads.WAIT_REASON_LIMIT
+        first_line = reason.splitlines()[0]
+        first_pod = pod_on_node(remaining[0])  # `<pod> on <node> (<node state>)`
+        assert first_line.startswith(f"waiting for the pods of TrainJob ml/ft-7 to go. remaining pods: {first_pod}, ")
+        assert short.endswith(first_line.split(". ", 1)[1])
+        assert f"{len(remaining):,} pods on " in reason.splitlines()[1]
+
+        trigger = sensor.make_trigger(
+            deadline=1_900_000_000.0,
+            recheck_interval=HOUR,
+            kubernetes_conn_id=None,
+            known_fingerprint=report["fingerprint"],
+        )
+        kwargs_sizes.append(len(json.dumps(serialize(trigger.serialize()[1]))))
+    assert max(kwargs_sizes) <= payloads.TRIGGER_KWARGS_LIMIT
+    assert len(set(kwargs_sizes)) == 1  # the same size at every re-deferral, however many pods remain
+    xcom = PodsDrainedSensor.outcome_xcom("ceased", event)
+    assert len(json.dumps(serialize(xcom))) <= payloads.DRAIN_XCOM_LIMIT
+    assert xcom["remaining_count"] == 10_000  # the last check's
+    assert xcom["remaining"][0]["pod"] == event["report"]["remaining"][0]["name"]
 
 
 # --- a triggerer restart, two copies at once --------------------------------------------------------------

@@ -134,24 +134,7 @@ def workload(trainjob: dict[str, Any]) -> dict[str, Any]:
                 }
             ],
         },
-        "status": {
-            "conditions": [
-                {
-                    "type": "QuotaReserved",
-                    "status": "True",
-                    "reason": "QuotaReserved",
-                    "message": "Quota reserved in ClusterQueue cluster-queue",
-                    "lastTransitionTime": RESERVED_AT,
-                }
-            ],
-            "admission": {
-                "clusterQueue": "cluster-queue",
-                "podSetAssignments": [
-                    {"name": "node", "flavors": {"cpu": "default-flavor"}, "resourceUsage": {"cpu": "1"}, "count": 1}
-                ],
-            },
-            "admissionChecks": [{"name": CHECK, "state": "Pending", "message": "", "lastTransitionTime": RESERVED_AT}],
-        },
+        "status": manifests.quota_reserved_status(CHECK, RESERVED_AT),
     }
 
 

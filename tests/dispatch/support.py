@@ -17,8 +17,10 @@ from typing import Any
 
 from airflow_provider_dispatch.dispatch import vocabulary as v
 from airflow_provider_dispatch.dispatch.assessment import managed
+from airflow_provider_dispatch.dispatch.blocking import RemainingPod, remaining_pods
 from airflow_provider_dispatch.dispatch.evidence import HoldEvidence
 from airflow_provider_dispatch.dispatch.fencing import ExecutionPods, parse_time
+from airflow_provider_dispatch.dispatch.nodes import NodeRead
 from airflow_provider_dispatch.dispatch.programs import (
     ApiFailure,
     CreateObject,
@@ -230,6 +232,50 @@ def node(name: str, *, ready: str | None = "True", taints: Iterable[dict[str, An
 
 
 OUT_OF_SERVICE = {"key": v.TAINT_OUT_OF_SERVICE, "value": "nodeshutdown", "effect": "NoExecute"}
+
+
+#: how the first nodes of `remaining_across` are (every other node is Ready=True): one of each state that needs a
+#: person, or that proves cessation; (Ready condition, out-of-service taint, deleted)
+NODE_MIX: tuple[tuple[str | None, bool, bool], ...] = (
+    ("Unknown", False, False),  # lost: needs the taint command
+    ("False", False, False),
+    ("Unknown", True, False),  # fenced: ceased
+    ("True", False, True),  # deleted: gone, ceased
+    ("True", True, False),  # a taint on a Ready node: a mistake
+    ("Unknown", False, False),
+)
+#: every how-many-th pod of `remaining_across` was never scheduled
+UNSCHEDULED_EVERY = 997
+
+
+def across_nodes(pods: int, nodes: int, *, terminating: bool = True) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """`pods` pods of the object spread over `nodes` nodes (pod i on node i % nodes; every `UNSCHEDULED_EVERY`-th
+    never scheduled), Terminating unless `terminating` is False, and the node lookups: the first nodes in the
+    states of `NODE_MIX`, the rest Ready=True. Names as a large TrainJob has them."""
+    lookups: dict[str, Any] = {}
+    for j in range(nodes):
+        name = node_name(j)
+        ready, out_of_service, deleted = NODE_MIX[j] if j < len(NODE_MIX) else ("True", False, False)
+        lookups[name] = NodeRead.GONE if deleted else node(name, ready=ready, taints=[OUT_OF_SERVICE] * out_of_service)
+    objects = [
+        pod(
+            f"{NAME}-node-0-{i}-{i * 7919 % 99991:05x}",
+            node=None if i % UNSCHEDULED_EVERY == UNSCHEDULED_EVERY - 1 else node_name(i % nodes),
+            deletion="2026-08-21T10:00:30Z" if terminating else None,
+        )
+        for i in range(pods)
+    ]
+    return objects, lookups
+
+
+def node_name(j: int) -> str:
+    return f"gpu-node-{j:05d}.cluster.internal"
+
+
+def remaining_across(pods: int, nodes: int, *, terminating: bool = True) -> tuple[RemainingPod, ...]:
+    """The remaining pods of `across_nodes`, judged as a drain check judges them."""
+    objects, lookups = across_nodes(pods, nodes, terminating=terminating)
+    return remaining_pods(objects, lookups)
 
 
 def workload(*, uid: str = "uid-tj-1", active: bool = True, checks: Iterable[dict[str, Any]] = ()) -> dict[str, Any]:

@@ -138,19 +138,24 @@ def test_never_suggests_force_deletion(lookup: NodeLookup | None, deletion: str 
 
 
 def test_kueue_waiting_message() -> None:
-    pods = remaining_pods([pod("a", node="n1"), pod("b", node=None)], {"n1": node("n1", ready="Unknown")})
-    assert (
-        explain.kueue_waiting_message(pods) == "waiting for pods of the previous execution to go: a on n1, b on no node"
+    pods = remaining_pods([pod("b", node=None), pod("a", node="n1")], {"n1": node("n1", ready="Unknown")})
+    assert explain.kueue_waiting_message(pods) == (
+        "waiting for pods of the previous execution to go: a on n1 (Ready=Unknown), b on no node (not scheduled)"
     )
 
 
-def test_kueue_waiting_message_fits_the_field_limit() -> None:
-    pods = remaining_pods([pod(f"pod-{i:04d}", node="n1") for i in range(40)], {"n1": node("n1")})
-    text = explain.kueue_waiting_message(pods, limit=200)
-    assert len(text) <= 200
-    assert text.startswith("waiting for pods of the previous execution to go: pod-0000 on n1, ")
-    shown = text.count(" on n1")
-    assert text.endswith(f", and {40 - shown} more")
+def test_kueue_waiting_message_fits_its_limit_with_the_count_and_every_node_state() -> None:
+    pods = remaining_pods(
+        [pod(f"pod-{i:04d}", node="n1" if i else "n2") for i in range(40)],
+        {"n1": node("n1"), "n2": node("n2", ready="Unknown")},
+    )
+    text = explain.kueue_waiting_message(pods, limit=300)
+    assert len(text) <= 300
+    assert text.startswith("waiting for pods of the previous execution to go: pod-0000 on n2 (Ready=Unknown), ")
+    shown = text.count(" on n")
+    assert text.endswith(
+        f", and {40 - shown} more; 40 pods on 2 nodes: Ready=Unknown (1 node: n2), Ready=True (1 node: n1)"
+    )
 
 
 def test_admission_check_line() -> None:

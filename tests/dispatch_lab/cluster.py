@@ -145,6 +145,17 @@ class Cluster:
             taint["value"] = value
         self.add_taint(node, taint)
 
+    def nodes_in_states(self, count: int) -> list[str]:
+        """`count` nodes (at least 3), the first three in the states that need a person or prove cessation, the
+        rest Ready=True: lost (Ready=Unknown and the unreachable taint), Ready=False, and fenced (lost, then
+        tainted out-of-service by the operator)."""
+        names = [self.node(f"n{j}") for j in range(count)]
+        self.lose_node(names[0])
+        self.set_ready(names[1], "False")
+        self.lose_node(names[2])
+        self.taint_out_of_service(names[2])
+        return names
+
     def delete_node(self, node: str) -> None:
         """An operator or the cloud node controller deletes the Node object (k8s-apis §5.5)."""
         self.core.delete_node(node)

@@ -6,13 +6,21 @@ from typing import Any
 
 import pytest
 
+from airflow_provider_dispatch.dispatch import AsyncDispatchAdapter, payloads
 from airflow_provider_dispatch.dispatch import vocabulary as v
 from airflow_provider_dispatch.dispatch.assessment import Execution
 from airflow_provider_dispatch.dispatch.errors import PodsRemainError
+from airflow_provider_dispatch.kueue.api import KubeApi
+from airflow_provider_dispatch.kueue.clock import WallClock
+from airflow_provider_dispatch.kueue.reconciler import Reconciler
+from airflow_provider_dispatch.kueue.verdicts import Retry
+from airflow_provider_dispatch.kueue.waiting import WaitingIndex
+from airflow_provider_dispatch.lab import manifests
 
 from .cluster import Cluster
 from .conftest import DispatchLab, Either, MakeAdapter
 
+CHECK = "dispatch-drained"
 KUEUE_PATCH = {
     "manager": v.KUEUE_RUNTIME_PATCH_MANAGER,
     "trainingRuntimeSpec": {"template": {"spec": {}}},
@@ -108,3 +116,47 @@ async def test_kueue_admit_waits_for_remaining_pods(make_adapter: MakeAdapter, k
         await adapter.call("kueue_admit", ref, admission_key="k1")
     assert [p.name for p in refused.value.remaining] == [pod]
     assert v.ANNOTATION_ADMISSION not in cluster.trainjob_object("ft-7")["metadata"].get("annotations", {})
+
+
+async def test_the_admission_check_message_stays_within_its_limit_with_hundreds_of_pods(
+    make_adapter: MakeAdapter, cluster: Cluster
+) -> None:
+    """300 pods of the previous execution on 100 nodes (one lost, one Ready=False, one fenced): the admission check
+    controller's reconcile leaves our check Pending with a message within its limit (far below the API's) that
+    still gives the count, the first pods by name with node and node state, and every node state."""
+    adapter = await make_adapter("async")
+    async_adapter = adapter.adapter
+    assert isinstance(async_adapter, AsyncDispatchAdapter)
+    _, workload = queued(cluster)
+    name = workload["metadata"]["name"]
+    status = manifests.quota_reserved_status(CHECK, "2026-08-21T10:00:00Z", count=2)
+    cluster.merge_patch(v.WORKLOAD.path(cluster.namespace, name) + "/status", {"status": status})
+    nodes = cluster.nodes_in_states(100)
+    pods = [cluster.pod("ft-7", node=nodes[i % len(nodes)], index=i) for i in range(300)]
+
+    reconciler = Reconciler(
+        KubeApi(async_adapter.api_client),
+        async_adapter,
+        WallClock(),
+        lambda: frozenset({CHECK}),
+        WaitingIndex(),
+        "dispatch-admission-controller",
+    )
+    outcome = await reconciler.reconcile((cluster.namespace, name))
+    assert (outcome.retry, outcome.written) == (Retry.WAITING, True)
+
+    live = cluster.custom.get_namespaced_custom_object(
+        v.WORKLOAD.group, v.WORKLOAD.version, cluster.namespace, v.WORKLOAD.plural, name
+    )
+    (entry,) = live["status"]["admissionChecks"]
+    message = entry["message"]
+    assert entry["state"] == "Pending"
+    assert len(message) <= payloads.KUEUE_MESSAGE_LIMIT < payloads.KUEUE_MESSAGE_API_LIMIT
+    first = sorted(pods)[0]
+    node = nodes[pods.index(first) % len(nodes)]
+    special = {nodes[0]: "Ready=Unknown", nodes[1]: "Ready=False", nodes[2]: "Ready=Unknown, out-of-service"}
+    state = special.get(node, "Ready=True")
+    assert message.startswith(f"waiting for pods of the previous execution to go: {first} on {node} ({state}), ")
+    assert " more; 300 pods on 100 nodes: Ready=Unknown (1 node: " in message
+    for group in ("Ready=False (1 node: ", "Ready=Unknown, out-of-service (1 node: ", "Ready=True (97 nodes)"):
+        assert group in message

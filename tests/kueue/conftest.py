@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator
 import kubernetes
 import pytest
 
-from airflow_provider_dispatch.kueue.backoff import Backoff
+from airflow_provider_dispatch.backoff import BackoffSchedule
 from airflow_provider_dispatch.kueue.controller import ControllerOptions
 from airflow_provider_dispatch.lab.controllers import NODE_CONTROLLERS, WORKLOAD_CONTROLLERS
 from airflow_provider_dispatch.lab.controllers.kueue import KUEUE_CONTROLLERS
@@ -71,7 +71,7 @@ def options(check: str, **overrides: object) -> ControllerOptions:
         "check_names": frozenset({check}),
         "seed": 7,
         "resync_seconds": 30.0,
-        "refused_backoff": Backoff(5.0, 20.0),
+        "refused_backoff": BackoffSchedule(initial=5.0, maximum=20.0),
     }
     settings.update(overrides)
     return ControllerOptions(**settings)  # type: ignore[arg-type]

@@ -319,6 +319,18 @@ def pending_with(check: str, prefix: str) -> Callable[[Obj | None], bool]:
     return holds
 
 
+def waiting_only_for(check: str, pod: str, node: str) -> Callable[[Obj | None], bool]:
+    """Our check waits for exactly one pod: `waiting for pods ...: <pod> on <node> (<node state>)`, whatever state
+    the node is in by then (a frozen node reads Ready=True until the node lifecycle controller marks it Unknown)."""
+    alone = f"waiting for pods of the previous execution to go: {pod} on {node} (Ready="
+
+    def holds(wl: Obj | None) -> bool:
+        message = str(check_entry(wl, check).get("message", ""))
+        return message.startswith(alone) and message.endswith(")") and ", " not in message[len(alone) :]
+
+    return holds
+
+
 def ready(check: str) -> Callable[[Obj | None], bool]:
     return lambda wl: check_entry(wl, check).get("state") == "Ready"
 

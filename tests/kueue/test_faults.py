@@ -22,9 +22,8 @@ from .support import (
     admitted,
     check_entry,
     ready,
+    waiting_only_for,
 )
-
-WAITING = "waiting for pods of the previous execution to go: "
 
 
 def applied_raises(traffic: ControllerTraffic, steps: Steps, name: str) -> list[object]:
@@ -143,7 +142,7 @@ def test_a_flaky_api_through_a_preemption_beside_a_frozen_node(
     steps.lab.call(lambda: traffic.faults(*flaky, seed=11))
     steps.kueue.preempt(steps.namespace, wl)
     steps.scenario.advance(40)
-    waiting = steps.wait_workload(wl, lambda w: check_entry(w, check).get("message") == f"{WAITING}{stuck} on {frozen}")
+    waiting = steps.wait_workload(wl, waiting_only_for(check, stuck, frozen))
     assert not admitted(waiting)
 
     steps.scenario.power_off(frozen)

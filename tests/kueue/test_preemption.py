@@ -27,6 +27,7 @@ from .support import (
     is_true,
     pending_with,
     ready,
+    waiting_only_for,
 )
 
 WAITING = "waiting for pods of the previous execution to go: "
@@ -55,8 +56,7 @@ def test_preemption_beside_a_frozen_node_waits_for_cessation_and_never_overlaps(
     assert f"{stuck} on {frozen}" in check_entry(held, check)["message"]
 
     steps.scenario.advance(40)  # past the 30 s grace period: the healthy node's pod is gone, the frozen one's not
-    alone = f"{WAITING}{stuck} on {frozen}"
-    waiting = steps.wait_workload(wl, lambda w: check_entry(w, check).get("message") == alone)
+    waiting = steps.wait_workload(wl, waiting_only_for(check, stuck, frozen))
     assert is_true(waiting, "QuotaReserved")
     assert waiting["status"]["admission"]["clusterQueue"] == setup.cluster_queue  # the quota is held
     assert not admitted(waiting)

@@ -1,5 +1,5 @@
 """The controller's pure parts, table-driven: candidates, the admission key, verdicts, our entry, our checks,
-backoff, the waiting index, and the JSON log lines."""
+the waiting index, and the JSON log lines (the backoff is tests/test_backoff.py)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,6 @@ import copy
 import io
 import json
 import logging
-import random
 from typing import Any
 
 import pytest
@@ -22,10 +21,9 @@ from airflow_provider_dispatch.dispatch.errors import (
     PodsRemainError,
     SuspensionNotObservedError,
 )
-from airflow_provider_dispatch.dispatch.explain import ADMISSION_CHECK_MESSAGE_LIMIT
 from airflow_provider_dispatch.dispatch.nodes import NodeRead, node_state
+from airflow_provider_dispatch.dispatch.payloads import KUEUE_MESSAGE_API_LIMIT
 from airflow_provider_dispatch.kueue import checks, verdicts
-from airflow_provider_dispatch.kueue.backoff import Backoff, KeyedBackoff
 from airflow_provider_dispatch.kueue.logs import JsonFormatter
 from airflow_provider_dispatch.kueue.status_patch import check_entry, clip, entry_unchanged, workload_status_patch
 from airflow_provider_dispatch.kueue.verdicts import Retry
@@ -177,7 +175,7 @@ def remaining(name: str, node: str | None) -> RemainingPod:
             PodsRemainError("ml/ft-7", [remaining("p0", "n1"), remaining("p1", None)]),
             "Pending",
             Retry.WAITING,
-            "waiting for pods of the previous execution to go: p0 on n1, p1 on no node",
+            "waiting for pods of the previous execution to go: p0 on n1 (not readable), p1 on no node (not scheduled)",
         ),
         (SuspensionNotObservedError("not yet", ref="ml/ft-7"), None, Retry.TRANSIENT, "not yet"),
         (ConflictError("409", ref="ml/ft-7"), None, Retry.TRANSIENT, "409"),
@@ -266,8 +264,10 @@ def test_our_entry_is_applied_alone_and_conditionally() -> None:
             "admissionChecks": [{"name": "drained", "state": "Ready", "message": "ok", "lastTransitionTime": "NOW"}]
         },
     }
-    long = "x" * (ADMISSION_CHECK_MESSAGE_LIMIT + 10)
-    assert len(clip(long)) == ADMISSION_CHECK_MESSAGE_LIMIT
+    long = "word " * (KUEUE_MESSAGE_API_LIMIT // 5 + 10)
+    clipped = clip(long)
+    assert KUEUE_MESSAGE_API_LIMIT - 10 < len(clipped) <= KUEUE_MESSAGE_API_LIMIT
+    assert clipped.endswith("word ...")
     assert clip("short") == "short"
 
 
@@ -302,27 +302,6 @@ def test_which_admission_checks_are_ours_and_their_active_condition() -> None:
         "lastTransitionTime": "NOW",
         "observedGeneration": 3,
     }
-
-
-@pytest.mark.parametrize("failures", [0, 1, 2, 5, 10, 100])
-def test_backoff_grows_is_capped_and_jittered_within_half_to_full(failures: int) -> None:
-    backoff = Backoff(0.5, 30.0)
-    ceiling = min(30.0, 0.5 * 2**failures)
-    delays = [backoff.delay(failures, random.Random(seed)) for seed in range(50)]
-    assert all(ceiling / 2 <= d <= ceiling for d in delays)
-    assert len(set(delays)) > 1  # jittered
-
-
-def test_keyed_backoff_counts_per_key_and_forgets() -> None:
-    keyed = KeyedBackoff[str](Backoff(1.0, 8.0), random.Random(1))
-    first, second, third = (keyed.next_delay("a") for _ in range(3))
-    assert (0.5 <= first <= 1.0, 1.0 <= second <= 2.0, 2.0 <= third <= 4.0) == (True, True, True)
-    assert keyed.failures("a") == 3
-    assert keyed.failures("b") == 0
-    keyed.forget("a")
-    assert keyed.failures("a") == 0
-    with pytest.raises(ValueError, match="base"):
-        Backoff(0.0, 1.0)
 
 
 def test_pod_and_node_events_find_the_waiting_workloads() -> None:

@@ -7,10 +7,14 @@ intervals are short because the tests drive the cluster themselves; real DAGs ke
 
 from __future__ import annotations
 
+import json
+from collections.abc import Mapping
 from datetime import datetime, timedelta
-from typing import TypedDict
+from typing import Any, NoReturn, TypedDict
 
-from airflow.sdk import DAG
+from airflow.sdk import DAG, Context
+from airflow.sdk.exceptions import TaskDeferred
+from airflow.sdk.serde import serialize
 
 from airflow_provider_dispatch.operators.trainjob import (
     TrainJobHoldOperator,
@@ -93,6 +97,34 @@ with _dag("dispatch_drained_reschedule") as dispatch_drained_reschedule:
 
 with _dag("dispatch_drained_deferrable") as dispatch_drained_deferrable:
     PodsDrainedSensor(task_id="drained", **CONF_TRAINJOB, timeout=120, **WATCH_ONLY)
+
+
+class MeasuredPodsDrainedSensor(PodsDrainedSensor):
+    """`PodsDrainedSensor`, unchanged, that also notes in XComs the size of what each deferral stores: the kwargs
+    of its trigger as the worker sends them (`airflow.sdk.serde`, then JSON: `trigger_kwargs_sizes`) and every
+    event it resumes with (`event_sizes`)."""
+
+    def defer_wait(self, context: Context, **trigger_kwargs: Any) -> NoReturn:
+        try:
+            super().defer_wait(context, **trigger_kwargs)
+        except TaskDeferred as deferral:
+            _, kwargs = deferral.trigger.serialize()
+            self._note(context, "trigger_kwargs_sizes", len(json.dumps(serialize(kwargs))))
+            raise
+
+    def execute_complete(self, context: Context, event: Mapping[str, Any] | None = None) -> Any:
+        self._note(context, "event_sizes", len(json.dumps(event or {})))
+        return super().execute_complete(context, event)
+
+    @staticmethod
+    def _note(context: Context, key: str, size: int) -> None:
+        ti = context["ti"]
+        sizes = ti.xcom_pull(task_ids=ti.task_id, key=key) or []
+        ti.xcom_push(key=key, value=[*sizes, size])
+
+
+with _dag("dispatch_drained_deferrable_measured") as dispatch_drained_deferrable_measured:
+    MeasuredPodsDrainedSensor(task_id="drained", **CONF_TRAINJOB, timeout=300, **WATCH_ONLY)
 
 with _dag("dispatch_outcome_deferrable") as dispatch_outcome_deferrable:
     TrainJobOutcomeSensor(
