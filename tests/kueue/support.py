@@ -14,6 +14,8 @@
 
 from __future__ import annotations
 
+import json
+
 import asyncio
 import threading
 from collections.abc import Awaitable, Callable
@@ -53,6 +55,8 @@ class Call:
     path: str
     query: dict[str, str]
     status: int | str = "open"
+    #: for a write of a TrainJob: the admission number its body carries (what the write leaves A at)
+    admission: str | None = None
 
     @property
     def writes(self) -> bool:
@@ -132,6 +136,9 @@ class ControllerTraffic:
         if user is None or user.name != self.user:
             return await handler(request)
         call = Call(request.method, request.path, dict(request.query))
+        if request.method == "PUT" and "/trainjobs/" in request.path:
+            body = json.loads(await request.read() or b"{}")  # aiohttp keeps the bytes for the handler
+            call.admission = ((body.get("metadata") or {}).get("annotations") or {}).get(v.ANNOTATION_ADMISSION)
         self.calls.append(call)
         try:
             response = await self._handle(request, handler)
@@ -164,6 +171,18 @@ class ControllerTraffic:
     def trainjob_writes(self, namespace: str, name: str) -> list[Call]:
         path = v.TRAINJOB.path(namespace, name)
         return [c for c in self.calls if c.writes and c.path == path]
+
+    def trainjob_raises(self, namespace: str, name: str) -> list[Call]:
+        """The controller's writes of the TrainJob that raised A (each carried another A than the write
+        before it); the others wrote the record of an execution's pods (dispatch/fencing.py)."""
+        raises: list[Call] = []
+        current: str | None = None
+        for call in self.trainjob_writes(namespace, name):
+            if call.admission != current:
+                raises.append(call)
+            if call.status == 200:
+                current = call.admission
+        return raises
 
     def forbidden(self) -> list[Call]:
         return [c for c in self.calls if c.status in (401, 403)]

@@ -164,16 +164,19 @@ def test_the_controller_runs_with_exactly_the_deployed_rbac(
         ("get", "trainjobs"),
         ("update", "trainjobs"),  # the conditional write that raises A
         ("get", "jobsets"),
+        ("get", "jobs"),  # the JobSet's Jobs: the hold observed for this execution (dispatch/evidence.py)
+        ("get", "/version"),  # the API server's time, for the record and the settle (everyone may: public info)
         ("get", "clustertrainingruntimes"),
-        ("list", "pods"),  # the drain check, and the pod watch's list
+        ("list", "pods"),  # the drain check, the record's full read, and the pod watch's list
         ("watch", "pods"),
+        ("get", "pods"),  # a recorded pod the labels no longer list, looked up by name (dispatch/fencing.py)
         ("list", "nodes"),
         ("watch", "nodes"),
         ("get", "nodes"),  # the drain check's node reads
     }
     [role] = [r for r in by_kind(deployed, "ClusterRole") if r["metadata"]["name"] == "dispatch-admission-controller"]
     granted = {(verb, resource) for rule in role["rules"] for resource in rule["resources"] for verb in rule["verbs"]}
-    assert used - granted == set()  # enough
+    assert {(verb, kind) for verb, kind in used if not kind.startswith("/")} - granted == set()  # enough
     # least: what the role grants beyond the calls above (get of a namespaced runtime is used when a TrainJob
     # names a TrainingRuntime). The rest is reported to the lead; the lab's RBAC tests pin it for now.
     assert granted - used <= {
@@ -184,7 +187,6 @@ def test_the_controller_runs_with_exactly_the_deployed_rbac(
         ("patch", "trainjobs"),
         ("update", "workloads/status"),
         ("update", "admissionchecks/status"),
-        ("get", "pods"),
     }
 
     api = kubernetes.config.new_client_from_config(
@@ -229,8 +231,10 @@ def rbac_verb(method: str, path: str, query: dict[str, str]) -> str:
 
 
 def kind_of(path: str) -> str:
-    """`workloads/status`, `pods`, ... from a REST path."""
+    """`workloads/status`, `pods`, ... from a REST path; a non-resource path (`/version`) as it is."""
     parts = [p for p in path.split("/") if p]
+    if parts[0] not in ("api", "apis"):
+        return path
     rest = parts[2:] if parts[0] == "api" else parts[3:]
     if rest and rest[0] == "namespaces":
         rest = rest[2:]

@@ -26,7 +26,7 @@ TIMEOUT = 30.0
 
 
 def applied_raises(traffic: ControllerTraffic, steps: Steps, name: str) -> int:
-    return len([c for c in traffic.trainjob_writes(steps.namespace, name) if c.status == 200])
+    return len([c for c in traffic.trainjob_raises(steps.namespace, name) if c.status == 200])
 
 
 def test_killed_before_raising_a(steps: Steps, start_controller: StartController, traffic: ControllerTraffic) -> None:
