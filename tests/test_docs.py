@@ -27,6 +27,8 @@ import pytest
 import yaml
 
 from airflow_provider_dispatch.dispatch.assessment import assess
+from airflow_provider_dispatch.dispatch.evidence import HoldEvidence
+from airflow_provider_dispatch.dispatch.fencing import recorded
 from airflow_provider_dispatch.dispatch.vocabulary import TAINT_OUT_OF_SERVICE
 from airflow_provider_dispatch.get_provider_info import get_provider_info
 from airflow_provider_dispatch.lab.runtime import Lab
@@ -120,6 +122,7 @@ CREATED = datetime(2026, 8, 21, 10, 0, 0, tzinfo=UTC)
 
 
 def lost_node_state(*, out_of_service: bool) -> tuple[Any, ...]:
+    # the arguments of `assess`: the TrainJob, the evidence of its hold, its pods, their nodes
     """TrainJob ml/ft-7 held after execution 1, its pod Terminating on node gpu-n14, whose kubelet went silent."""
     trainjob = {
         "metadata": {
@@ -127,7 +130,14 @@ def lost_node_state(*, out_of_service: bool) -> tuple[Any, ...]:
             "namespace": "ml",
             "resourceVersion": "4711",
             "labels": {"dispatch.phpboyscout.uk/job-id": "ft-7", "dispatch.phpboyscout.uk/submission": "1"},
-            "annotations": {"dispatch.phpboyscout.uk/admission": "1"},
+            "annotations": {
+                "dispatch.phpboyscout.uk/admission": "1",
+                # dispatch's hold, at 10:05:00: it recorded the pod (dispatch/fencing.py), and has settled by NOW
+                "dispatch.phpboyscout.uk/execution-pods": (
+                    '{"admission":1,"nodes":{"gpu-n14":["ft-7-node-0-0-x7k2p"]},"since":"2026-08-21T10:05:00Z",'
+                    '"uids":{"ft-7-node-0-0-x7k2p":"u1"}}'
+                ),
+            },
         },
         "spec": {"suspend": True},
         "status": {"conditions": [{"type": "Suspended", "status": "True"}]},
@@ -150,7 +160,8 @@ def lost_node_state(*, out_of_service: bool) -> tuple[Any, ...]:
     }
     if out_of_service:
         node["spec"] = {"taints": [{"key": TAINT_OUT_OF_SERVICE, "value": "nodeshutdown", "effect": "NoExecute"}]}
-    return trainjob, jobset, [pod], {"gpu-n14": node}
+    evidence = HoldEvidence(jobset, record=recorded(trainjob, 1, "ml/ft-7"), server_now=NOW)
+    return trainjob, evidence, [pod], {"gpu-n14": node}
 
 
 @pytest.mark.parametrize(

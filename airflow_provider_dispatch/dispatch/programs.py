@@ -715,22 +715,24 @@ def _check_before_admission(
     accepted_risks: Collection[str],
 ) -> Program[Mapping[str, Any]]:
     """DESIGN §3 on a held, recorded object; returns the runtime. Raises unless the object may be admitted:
-    the runtime policy, the hold observed for this execution and settled (evidence.py), then the drain check."""
+    the runtime policy; the hold observed for this execution (evidence.py; the pods are not read before, since
+    the Jobs may still create some); the drain check; then the settle. Remaining pods are reported before the
+    settle because they say more (which pod, on which node, what would unblock it) and usually outlast it."""
     ref = str(obj.ref)
     runtime = yield from read_runtime(trainjob)
     check_runtime_safe(trainjob, runtime, accepted_risks)
     evidence = yield from hold_evidence(obj, execution_pods, settle_seconds=settle_seconds)
     verdict = judge_hold(trainjob, evidence, obj.admission)
-    if verdict is not None and verdict.seconds_left is not None:
-        message = f"{verdict.reason}. Nothing was admitted."
-        raise HoldSettlingError(message, ref=ref, seconds_left=verdict.seconds_left)
-    if verdict is not None:
+    if verdict is not None and verdict.seconds_left is None:
         raise SuspensionNotObservedError(f"{verdict.reason}. Nothing was admitted.", ref=ref)
     drained = yield from drain(
         obj.selection, ref=ref, execution_pods=execution_pods, strategy=pod_read, page_size=page_size
     )
     if drained.remaining:
         raise PodsRemainError(ref, drained.remaining, now=now)
+    if verdict is not None and verdict.seconds_left is not None:
+        message = f"{verdict.reason}. Nothing was admitted."
+        raise HoldSettlingError(message, ref=ref, seconds_left=verdict.seconds_left)
     return runtime
 
 

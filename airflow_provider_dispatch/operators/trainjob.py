@@ -25,7 +25,8 @@ and always the case right after an open creates the TrainJob) is waited for in t
 `observe_timeout` seconds with `"wait"`, and raised as retryable with `"retry"`. `HoldSettlingError` (the hold is
 observed, and settles for a known time, at most `settle_seconds`, so that a write a controller started before it
 cannot land after the check: dispatch/evidence.py) is waited for with `"wait"`: deferred to a `TimeDeltaTrigger`
-for exactly that time when deferrable, else slept in the worker; raised as retryable with `"retry"`.
+for that time (at most `poke_interval`, then the check runs again) when deferrable, else slept in the worker;
+raised as retryable with `"retry"`.
 
 `settle_seconds` (90 by default) and `accepted_risks` (runtime risks a platform team accepts by name:
 `pod-replacement`, `jobset-restart`; dispatch/policy.py) are the adapter's options; every admission of a runtime
@@ -227,7 +228,9 @@ class AdmittingOperator(TrainJobOperator):
                 if self.on_pods_remaining == "retry":
                     raise airflow_exception(error) from error
                 self._show_reason(error.message)
-                wait = error.seconds_left + 1.0  # the API server's clock ticks in whole seconds
+                # the time left is on the API server's clock (whole seconds): look again then, or after
+                # poke_interval if sooner (a lab's clock may run faster than this worker's)
+                wait = min(error.seconds_left + 1.0, self.poke_interval)
                 if self.deferrable:
                     self.defer(
                         trigger=TimeDeltaTrigger(timedelta(seconds=wait)),

@@ -199,6 +199,10 @@ def test_deferred_with_hundreds_of_pods_every_payload_stays_bounded_across_re_de
                 kubelet_confirms(cluster, pod)
             # the trigger's re-check (progress), then the next deferral's trigger checks: a re-deferral happened
             airflow_lab.probe.wait_for(lost_node_read(before + 2), mark)
+        # the lost and the Ready=False node come back (their kubelets report again) and confirm their pods' end:
+        # a recorded pod gone from a node that still could not confirm it would block (dispatch/fencing.py)
+        cluster.set_ready(nodes[0], "True")
+        cluster.set_ready(nodes[1], "True")
         for pod in sorted(set(pods) - set(going)):
             kubelet_confirms(cluster, pod)
 

@@ -14,9 +14,8 @@
 
 from __future__ import annotations
 
-import json
-
 import asyncio
+import json
 import threading
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
