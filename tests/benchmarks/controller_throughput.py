@@ -21,6 +21,7 @@ workers' concurrency buys.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import tempfile
 import time
@@ -81,8 +82,11 @@ class Config:
 
 
 def held_trainjob() -> dict[str, Any]:
-    """A dispatch TrainJob in Kueue mode as Kueue holds it: suspended, and Trainer has observed it."""
+    """A dispatch TrainJob in Kueue mode as Kueue holds it: suspended, Trainer has observed it, and the admission
+    check recorded execution 1's pods long ago (the hold has settled: dispatch/evidence.py)."""
     trainjob = manifests.trainjob("tj-{i}", job_id="tj-{i}", num_nodes=1, queue=QUEUE, admission=1)
+    record = {"admission": 1, "nodes": {}, "since": "2026-01-01T00:00:00Z"}
+    trainjob["metadata"]["annotations"][v.ANNOTATION_EXECUTION_PODS] = json.dumps(record)
     trainjob["status"] = {
         "conditions": [
             {
@@ -95,6 +99,17 @@ def held_trainjob() -> dict[str, Any]:
         ]
     }
     return trainjob
+
+
+def held_jobset() -> dict[str, Any]:
+    """The TrainJob's JobSet as Trainer applied the hold: suspended; no replicated job, so no Jobs to read (the
+    benchmark measures the controller, not the Job reads of a real JobSet)."""
+    return {
+        "apiVersion": v.JOBSET.api_version,
+        "kind": "JobSet",
+        "metadata": {"name": "tj-{i}"},
+        "spec": {"suspend": True, "replicatedJobs": []},
+    }
 
 
 def workload(trainjob: dict[str, Any]) -> dict[str, Any]:
@@ -151,6 +166,7 @@ def build(api: kubernetes.client.ApiClient, lab: LabEndpoint, count: int, waitin
     check = ADMISSION_CHECK
     custom.create_cluster_custom_object(check.group, check.version, check.plural, manifests.admission_check(CHECK))
     lab.seed(v.TRAINJOB.path(NAMESPACE), held_trainjob(), count)
+    lab.seed(v.JOBSET.path(NAMESPACE), held_jobset(), count)
     if waiting:
         pod = pod_template("tj-{i}", job_id="tj-{i}", rank="0", name="tj-{i}-node-0-0-x7k2p", node=NODE)
         lab.seed(v.POD.path(NAMESPACE), pod, waiting, start=count - waiting)
