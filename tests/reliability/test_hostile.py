@@ -23,6 +23,7 @@ import pytest
 
 from airflow_provider_dispatch.dispatch import vocabulary as v
 from airflow_provider_dispatch.dispatch.errors import PodsRemainError, SpecRejectedError
+from airflow_provider_dispatch.dispatch.evidence import DEFAULT_SETTLE_SECONDS
 from airflow_provider_dispatch.lab.overlap import Overlap
 
 from .callers import Outcome
@@ -243,7 +244,8 @@ def test_an_out_of_service_taint_on_a_ready_node_is_not_proof(world: World) -> N
     assert isinstance(blocked.error, PodsRemainError), blocked.describe()
     assert f"{pod} on {node} (Ready=True, out-of-service)" in str(blocked.error)
 
-    _do(world, Step.of("advance", seconds=10))  # the process has stopped; the kubelet confirms
+    # the process has stopped and the kubelet confirmed; the hold settles 90 s after it (dispatch/evidence.py)
+    _do(world, Step.of("advance", seconds=DEFAULT_SETTLE_SECONDS))
     admitted = _release(world)
     assert admitted.execution is not None, admitted.describe()
     assert admitted.execution.admission == 2
