@@ -502,7 +502,9 @@ class RealCluster:
             ),
             self._program(
                 "kueue",
-                [self.build.program("kueue"), f"--config={kueue_config}"],
+                # The on-demand visibility API is an aggregated API server with certificates in /visibility;
+                # nothing here reads it.
+                [self.build.program("kueue"), f"--config={kueue_config}", "--feature-gates=VisibilityOnDemand=false"],
                 logs,
                 env={"KUBECONFIG": str(kube["kueue"])},
             ),
