@@ -31,6 +31,7 @@ import shutil
 import ssl
 import tempfile
 import threading
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Awaitable, Callable, Sequence
@@ -245,14 +246,25 @@ class RealCluster:
         self._ssl = ssl.create_default_context(cafile=str(self.pki.ca_file))
         logs = self.workdir / "logs"
         component_tokens = self._write_token_file()
+        started = time.monotonic()
+
+        def done(what: str) -> None:
+            logger.info("real cluster: %s (%.1f s)", what, time.monotonic() - started)
+
         self._start_etcd(logs)
+        done("etcd up")
         self._start_apiserver(logs)
+        done("kube-apiserver ready")
         self._bootstrap_rbac()
+        done("identities provisioned")
         kube = {name: self._component_kubeconfig(name, token) for name, token in component_tokens.items()}
         self._start_kcm(logs, kube["kube-controller-manager"])
         self._start_scheduler(logs, kube["kube-scheduler"])
+        done("controller manager and scheduler up")
         self._start_workload_controllers(logs, kube)
+        done("JobSet, Trainer and Kueue up, their webhooks answering")
         self._start_machines(component_tokens["dispatch-kubelets"])
+        done("nodes Ready")
 
     def _write_token_file(self) -> dict[str, str]:
         """tokens.csv: the admin and each component, all in system:masters (the lab's controllers are admins too)."""
@@ -433,7 +445,10 @@ class RealCluster:
         for component in components:
             crds = real_manifests.crds(component, ca)
             for crd in crds:
-                self.apply(crd)
+                # A create, not an apply: server-side apply of CRDs with whole pod templates in their schema
+                # (Trainer's are megabytes) takes the API server tens of seconds; the etcd is new, so nothing
+                # is there to merge with.
+                self.request("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crd)
             for name in real_manifests.crd_names(crds):
                 wait_for(
                     f"CRD {name} Established",

@@ -8,6 +8,7 @@ SIGTERM to the whole group, waits, then SIGKILLs the group: nothing a program fo
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import signal
 import socket
@@ -18,6 +19,7 @@ from pathlib import Path
 from typing import IO, TypeVar
 
 T = TypeVar("T")
+logger = logging.getLogger(__name__)
 
 STOP_GRACE_SECONDS = 10.0
 
@@ -123,6 +125,7 @@ def wait_for(
             last_error = error
             result = None
         if result is not None:
+            logger.debug("%s after %.1f s", what, timeout - (deadline - time.monotonic()))
             return result
         if time.monotonic() >= deadline:
             detail = f" (last error: {last_error})" if last_error is not None else ""
