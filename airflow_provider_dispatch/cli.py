@@ -223,11 +223,14 @@ def serve(port: int, speed: float, kubeconfig_path: Path, nodes: int, bare: bool
 def real(nodes: int, workdir: Path | None) -> None:
     """Run the real control plane (etcd, kube-apiserver, controller manager, scheduler, JobSet, Trainer, Kueue,
     as controlplane/build makes them) with simulated nodes, until interrupted (Ctrl-C)."""
+    import logging
     import threading
 
     from airflow_provider_dispatch.lab.rbac_setup import IDENTITIES
     from airflow_provider_dispatch.lab.real import RealCluster
 
+    logging.basicConfig(level=logging.WARNING, format="%(message)s")
+    logging.getLogger("airflow_provider_dispatch.lab.real.cluster").setLevel(logging.INFO)  # its start phases
     names = [f"node-{index}" for index in range(1, nodes + 1)]
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
