@@ -2,8 +2,8 @@
 
 etcd, kube-apiserver, kube-controller-manager, kube-scheduler, JobSet, Trainer and Kueue as built by
 `controlplane/build` (`scripts/test` runs it and exports `DISPATCH_CONTROLPLANE_BIN`; without that variable the
-fixture runs the build itself, which returns at once when it is cached). The nodes are the lab's simulated kubelets.
-Teardown stops every program's process group, so nothing is left running.
+fixture asks the build for its cached folder, and fails with what to run if there is none). The nodes are the
+lab's simulated kubelets. Teardown stops every program's process group, so nothing is left running.
 """
 
 from __future__ import annotations
@@ -15,11 +15,13 @@ import kubernetes
 import pytest
 
 from airflow_provider_dispatch.lab.real import RealCluster
+from airflow_provider_dispatch.lab.real.binaries import locate
 
 
 @pytest.fixture(scope="session")
 def real_cluster() -> Iterator[RealCluster]:
-    with RealCluster(nodes=("node-1", "node-2")) as cluster:
+    # The build, if this machine has none, is scripts/test's job: a fixture's time is bounded by pytest-timeout.
+    with RealCluster(build=locate(build=False), nodes=("node-1", "node-2")) as cluster:
         yield cluster
 
 

@@ -1,8 +1,9 @@
 """Where the built control plane is: the folder `controlplane/build` fills, outside the clone.
 
 `DISPATCH_CONTROLPLANE_BIN` names the `bin/` folder (`scripts/test` exports it). Without it, a source checkout's
-`controlplane/build --quiet` is run, which prints the folder at once when the pinned versions are built already
-and builds them otherwise (a cold machine takes a while; the build says so on stderr).
+`controlplane/build` is asked for the folder, which it prints at once when the pinned versions are built already.
+Otherwise `locate(build=True)` (`dispatch lab real`) builds them, which takes a while on a cold machine (the build
+says so on stderr), and `locate(build=False)` (the test fixture, whose time is bounded) refuses.
 """
 
 from __future__ import annotations
@@ -67,8 +68,9 @@ class ControlPlaneBuild:
         return self
 
 
-def locate() -> ControlPlaneBuild:
-    """The build named by `DISPATCH_CONTROLPLANE_BIN`, or the one `controlplane/build` makes or finds."""
+def locate(*, build: bool = True) -> ControlPlaneBuild:
+    """The build named by `DISPATCH_CONTROLPLANE_BIN`, or the one `controlplane/build` finds (or makes, if
+    `build`)."""
     named = os.environ.get(ENV_BIN)
     if named:
         return ControlPlaneBuild(Path(named).resolve()).check()
@@ -77,7 +79,13 @@ def locate() -> ControlPlaneBuild:
             f"no control plane: set {ENV_BIN} to the bin/ folder controlplane/build printed"
             " (the build script is in the project's source checkout)"
         )
-    done = subprocess.run([str(BUILD_SCRIPT), "--quiet"], check=False, stdout=subprocess.PIPE, text=True)
+    mode = "--quiet" if build else "--cached"
+    done = subprocess.run([str(BUILD_SCRIPT), mode], check=False, stdout=subprocess.PIPE, text=True)
+    if done.returncode == 3 and not build:
+        raise ControlPlaneError(
+            "the pinned control plane is not built on this machine: run controlplane/build (about 15 minutes"
+            " cold), or ./scripts/test, which runs it first"
+        )
     if done.returncode != 0:
         raise ControlPlaneError(f"controlplane/build failed with {done.returncode} (its errors are above)")
     return ControlPlaneBuild(Path(done.stdout.strip().splitlines()[-1])).check()
