@@ -335,7 +335,6 @@ class RealCluster:
                 f"--cert-dir={self.workdir / 'apiserver-certs'}",
                 f"--token-auth-file={self.workdir / 'tokens.csv'}",
                 "--authorization-mode=RBAC",
-                "--anonymous-auth=false",
                 "--service-account-issuer=https://kubernetes.default.svc",
                 f"--service-account-key-file={self.pki.sa_public_key}",
                 f"--service-account-signing-key-file={self.pki.sa_private_key}",

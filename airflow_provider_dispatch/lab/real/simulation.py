@@ -13,7 +13,10 @@ is compared by real controllers against their own clocks.
 The overlap recorder keeps the truth of which processes ran when. Its admission ledger cannot read a store here:
 `WatchedAdmissionLedger` is fed from watches of TrainJobs and pods on the real API server instead. The API
 server's resourceVersion is etcd's global revision, so a pod is attributed to the admissions whose revision is
-lower than the revision of the pod's creation, whichever of the two watches delivered its event first.
+lower than the revision of the pod's creation, whichever of the two watches delivered its event first. Two limits
+that the lab's store-fed ledger does not have: a pod first seen in a relist (after a watch expired) is kept with
+the revision it had then, not its creation's; and an unsuspend and suspend of a TrainJob that both fall in the
+gap before a relist are not seen.
 """
 
 from __future__ import annotations
