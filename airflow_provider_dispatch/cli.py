@@ -208,6 +208,52 @@ def serve(port: int, speed: float, kubeconfig_path: Path, nodes: int, bare: bool
     asyncio.run(run())
 
 
+@lab.command("real")
+@click.option(
+    "--nodes",
+    default=2,
+    show_default=True,
+    type=click.IntRange(min=0),
+    help="Nodes to register (node-1, node-2, ...), each with the lab's simulated kubelet.",
+)
+@click.option(
+    "--workdir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Folder for keys, kubeconfigs, data and logs (default: a new temporary folder, removed at the end).",
+)
+def real(nodes: int, workdir: Path | None) -> None:
+    """Run the real control plane (etcd, kube-apiserver, controller manager, scheduler, JobSet, Trainer, Kueue,
+    as controlplane/build makes them) with simulated nodes, until interrupted (Ctrl-C)."""
+    import logging
+    import threading
+
+    from airflow_provider_dispatch.lab.rbac_setup import IDENTITIES
+    from airflow_provider_dispatch.lab.real import RealCluster
+
+    logging.basicConfig(level=logging.WARNING, format="%(message)s")
+    logging.getLogger("airflow_provider_dispatch.lab.real.cluster").setLevel(logging.INFO)  # its start phases
+    names = [f"node-{index}" for index in range(1, nodes + 1)]
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    cluster = RealCluster(nodes=names, workdir=workdir, keep_workdir=workdir is not None)
+    click.echo("starting the real control plane (the first run on a machine builds it; that takes a while)")
+    try:
+        cluster.start()
+        pinned = ", ".join(f"{key.lower()} {value}" for key, value in cluster.versions.items())
+        click.echo(f"real API server on {cluster.url} ({pinned})")
+        click.echo(f"logs: {cluster.workdir / 'logs'}")
+        for identity in IDENTITIES:
+            click.echo(f"kubeconfig ({identity}): {cluster.kubeconfig(identity)}")
+        click.echo("Ctrl-C stops it")
+        stop.wait()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        click.echo("stopping the real control plane")
+        cluster.stop()
+
+
 @main.command()
 @click.option(
     "--dags-folder",

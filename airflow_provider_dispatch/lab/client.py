@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import ssl
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -52,10 +53,22 @@ def is_conflict(error: BaseException) -> bool:
 
 
 class LabClient:
-    """Requests to the lab's API as one identity (a bearer token), on one reused HTTP session."""
+    """Requests to the lab's API as one identity (a bearer token), on one reused HTTP session.
 
-    def __init__(self, base_url: str, token: str, *, user_agent: str = "dispatch-lab-controller") -> None:
+    `ca_file` is the CA bundle that verifies an `https://` server (the real control plane, `lab/real/`); the lab
+    itself speaks plain HTTP on loopback and needs none.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        token: str,
+        *,
+        user_agent: str = "dispatch-lab-controller",
+        ca_file: str | None = None,
+    ) -> None:
         self._base = base_url.rstrip("/")
+        self._ssl: ssl.SSLContext | None = ssl.create_default_context(cafile=ca_file) if ca_file else None
         self._headers = {
             "Authorization": f"Bearer {token}",
             "User-Agent": user_agent,
@@ -65,7 +78,10 @@ class LabClient:
 
     def _http(self) -> aiohttp.ClientSession:
         if self._session is None or self._session.closed:
-            self._session = aiohttp.ClientSession(headers=self._headers, timeout=aiohttp.ClientTimeout(total=None))
+            connector = aiohttp.TCPConnector(ssl=self._ssl) if self._ssl is not None else None
+            self._session = aiohttp.ClientSession(
+                headers=self._headers, timeout=aiohttp.ClientTimeout(total=None), connector=connector
+            )
         return self._session
 
     async def close(self) -> None:

@@ -32,10 +32,12 @@ class ClusterContext:
     token: str
     ledger: AdmissionLedger | None = None
     """The lab's ground truth of admissions, for the overlap recorder (not for simulated controllers to read)."""
+    ca_file: str | None = None
+    """The CA bundle of an https API server (the real control plane); None for the lab's plain HTTP."""
 
     def client(self, user_agent: str) -> LabClient:
         """A client of the lab's API as the controllers' identity; the caller closes it."""
-        return LabClient(self.url, self.token, user_agent=user_agent)
+        return LabClient(self.url, self.token, user_agent=user_agent, ca_file=self.ca_file)
 
 
 ControllerFactory = Callable[[ClusterContext], Controller]

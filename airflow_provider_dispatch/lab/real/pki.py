@@ -1,0 +1,137 @@
+"""The real control plane's keys and certificates, made with `cryptography` at start and never reused.
+
+- one CA (`ca.crt`), which every client trusts: the API server's serving certificate and the controllers' webhook
+  serving certificates are signed by it, and the webhook configurations and CRD conversion stanzas carry it as
+  their `caBundle`;
+- one serving certificate for `127.0.0.1` and `localhost` (`serving.crt`/`serving.key`), shared by the API server
+  and every webhook server, since all of them listen on loopback only;
+- the service account signing key (`sa.key`, its public half `sa.pub`), with which the API server issues and
+  checks the identities' tokens (TokenRequest).
+"""
+
+from __future__ import annotations
+
+import datetime
+import ipaddress
+from dataclasses import dataclass
+from pathlib import Path
+
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+VALIDITY = datetime.timedelta(days=2)
+"""Long enough for any test session or an afternoon's `dispatch lab real`; a new CA is made at every start."""
+
+
+def _key() -> ec.EllipticCurvePrivateKey:
+    return ec.generate_private_key(ec.SECP256R1())
+
+
+def _private_pem(key: ec.EllipticCurvePrivateKey) -> bytes:
+    return key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    )
+
+
+def _write(path: Path, data: bytes, mode: int = 0o600) -> Path:
+    path.write_bytes(data)
+    path.chmod(mode)
+    return path
+
+
+@dataclass(frozen=True)
+class Pki:
+    """Where the files are: `ca_file` is what a client verifies the API server and the webhooks with."""
+
+    ca_file: Path
+    serving_cert: Path
+    serving_key: Path
+    sa_private_key: Path
+    sa_public_key: Path
+
+    @property
+    def ca_bundle(self) -> bytes:
+        """The PEM of the CA, as webhook configurations carry it (base64 in YAML, bytes in a client)."""
+        return self.ca_file.read_bytes()
+
+
+def make_pki(directory: Path) -> Pki:
+    """A new CA, a loopback serving certificate and a service account key, written into `directory`."""
+    directory.mkdir(parents=True, exist_ok=True)
+    now = datetime.datetime.now(datetime.UTC)
+    not_before = now - datetime.timedelta(minutes=5)  # tolerate a little clock skew between the processes
+
+    ca_key = _key()
+    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "dispatch real control plane CA")])
+    ca_cert = (
+        x509.CertificateBuilder()
+        .subject_name(ca_name)
+        .issuer_name(ca_name)
+        .public_key(ca_key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(not_before)
+        .not_valid_after(now + VALIDITY)
+        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+        .add_extension(
+            x509.KeyUsage(
+                digital_signature=True,
+                content_commitment=False,
+                key_encipherment=False,
+                data_encipherment=False,
+                key_agreement=False,
+                key_cert_sign=True,
+                crl_sign=True,
+                encipher_only=False,
+                decipher_only=False,
+            ),
+            critical=True,
+        )
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key()), critical=False)
+        .sign(ca_key, hashes.SHA256())
+    )
+
+    serving_key = _key()
+    serving_cert = (
+        x509.CertificateBuilder()
+        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")]))
+        .issuer_name(ca_name)
+        .public_key(serving_key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(not_before)
+        .not_valid_after(now + VALIDITY)
+        .add_extension(
+            x509.SubjectAlternativeName(
+                [
+                    x509.IPAddress(ipaddress.IPv4Address("127.0.0.1")),
+                    x509.DNSName("localhost"),
+                ]
+            ),
+            critical=False,
+        )
+        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False)
+        .sign(ca_key, hashes.SHA256())
+    )
+
+    sa_key = _key()
+    sa_public = sa_key.public_key().public_bytes(
+        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+    )
+    return Pki(
+        ca_file=_write(directory / "ca.crt", ca_cert.public_bytes(serialization.Encoding.PEM), 0o644),
+        serving_cert=_write(directory / "serving.crt", serving_cert.public_bytes(serialization.Encoding.PEM), 0o644),
+        serving_key=_write(directory / "serving.key", _private_pem(serving_key)),
+        sa_private_key=_write(directory / "sa.key", _private_pem(sa_key)),
+        sa_public_key=_write(directory / "sa.pub", sa_public, 0o644),
+    )
+
+
+def install_serving_pair(pki: Pki, directory: Path, cert_name: str = "tls.crt", key_name: str = "tls.key") -> Path:
+    """Copy the serving pair into `directory` under the names a controller-runtime webhook server reads."""
+    directory.mkdir(parents=True, exist_ok=True)
+    _write(directory / cert_name, pki.serving_cert.read_bytes(), 0o644)
+    _write(directory / key_name, pki.serving_key.read_bytes())
+    return directory

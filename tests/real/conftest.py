@@ -1,0 +1,44 @@
+"""The real tier: one real control plane per test session (`airflow_provider_dispatch.lab.real.RealCluster`).
+
+etcd, kube-apiserver, kube-controller-manager, kube-scheduler, JobSet, Trainer and Kueue as built by
+`controlplane/build` (`scripts/test` runs it and exports `DISPATCH_CONTROLPLANE_BIN`; without that variable the
+fixture asks the build for its cached folder, and fails with what to run if there is none). The nodes are the
+lab's simulated kubelets. Teardown stops every program's process group, so nothing is left running.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+
+import kubernetes
+import pytest
+
+from airflow_provider_dispatch.lab.real import RealCluster
+from airflow_provider_dispatch.lab.real.binaries import locate
+
+
+@pytest.fixture(scope="session")
+def real_cluster() -> Iterator[RealCluster]:
+    # The build, if this machine has none, is scripts/test's job: a fixture's time is bounded by pytest-timeout.
+    with RealCluster(build=locate(build=False), nodes=("node-1", "node-2")) as cluster:
+        yield cluster
+
+
+def client_for(cluster: RealCluster, identity: str = "admin") -> kubernetes.client.ApiClient:
+    """An official-client ApiClient from the identity's kubeconfig (the caller closes it)."""
+    return kubernetes.config.new_client_from_config(config_file=str(cluster.kubeconfig(identity)))
+
+
+@pytest.fixture(scope="session")
+def real_admin(real_cluster: RealCluster) -> Iterator[kubernetes.client.ApiClient]:
+    client = client_for(real_cluster)
+    yield client
+    client.close()
+
+
+@pytest.fixture
+def real_namespace(real_admin: kubernetes.client.ApiClient) -> str:
+    name = f"r-{uuid.uuid4().hex[:10]}"
+    kubernetes.client.CoreV1Api(real_admin).create_namespace({"metadata": {"name": name}})
+    return name
