@@ -18,6 +18,10 @@ all cases found the same pods):
   (see docs/performance.md).
 * `check`, `check-async`: the whole read-only drain check as sensors and triggers run it, `remaining_pods`
   (pinned): GET the TrainJob, the pinned pod read, a GET of each remaining pod's Node.
+* `hold-read`: what a hold reads once (issue 15): the TrainJob, its JobSet (or its runtime), and the namespace's
+  pods in one full list paged by `page_size`, raw JSON, selected by lineage (`programs.read_lineage`: the labels,
+  the controller ownerReference, or the name the Job controller gives a pod), so that a pod whose labels someone
+  edited is recorded too. Before issue 15 the hold read the pods as `pinned` does.
 
 The sync cases use the `kubernetes` client, the async ones `kubernetes_asyncio` (one event loop and one
 `ApiClient` per worker, as a triggerer keeps them). Each worker builds its client, warms every code path up
@@ -35,7 +39,9 @@ import kubernetes
 
 from airflow_provider_dispatch.dispatch import AsyncDispatchAdapter, DispatchAdapter, programs
 from airflow_provider_dispatch.dispatch import vocabulary as v
+from airflow_provider_dispatch.dispatch.assessment import managed
 from airflow_provider_dispatch.dispatch.selection import Selection
+from airflow_provider_dispatch.dispatch.validation import parse_ref
 
 from .harness.lab_process import LabEndpoint, process_cpu_seconds
 from .harness.measure import measure
@@ -52,6 +58,7 @@ CASES: Final = {
     "pinned-disjoint": "candidate: pinned read with a disjoint second selector (jobset-name!=...)",
     "check": "whole drain check, sync: remaining_pods (TrainJob, pinned pod read, Nodes)",
     "check-async": "whole drain check, async: remaining_pods",
+    "hold-read": "the hold's one read, sync: TrainJob, JobSet or runtime, full namespace list, lineage selection",
 }
 
 
@@ -107,6 +114,13 @@ def disjoint_pinned_read(selection: Selection, page_size: int) -> programs.Progr
     return pod_names(selection.select(found, rest))
 
 
+def lineage_read(spec: Mapping[str, Any], page_size: int) -> programs.Program[list[str]]:
+    """The `hold-read` case: the reads a hold makes before its one write (`programs.read_lineage`)."""
+    trainjob = yield from programs.read_trainjob(parse_ref(f"{spec['namespace']}/{spec['trainjob']}"))
+    pods = yield from programs.read_lineage(managed(trainjob), trainjob, page_size=page_size)
+    return pod_names(pods)
+
+
 def sync_reader(case: str, kubeconfig: str, page_size: int) -> tuple[Reader, Callable[[], None]]:
     if case == "baseline":
         api = kubernetes.config.new_client_from_config(config_file=kubeconfig)
@@ -117,7 +131,7 @@ def sync_reader(case: str, kubeconfig: str, page_size: int) -> tuple[Reader, Cal
             return baseline_selected(core.list_namespaced_pod(selection.namespace), selection)
 
         return baseline, api.close
-    strategy = "full" if case == "full" else "pinned"
+    strategy = "full" if case in ("full", "hold-read") else "pinned"
     adapter = DispatchAdapter.from_kubeconfig(kubeconfig, pod_read=strategy, page_size=page_size)
 
     def read(spec: Mapping[str, Any]) -> list[str]:
@@ -127,6 +141,8 @@ def sync_reader(case: str, kubeconfig: str, page_size: int) -> tuple[Reader, Cal
         selection = selection_of(spec)
         if case == "pinned-disjoint":
             return adapter.run(disjoint_pinned_read(selection, page_size))
+        if case == "hold-read":
+            return adapter.run(lineage_read(spec, page_size))
         program = programs.read_pods(selection, ref=spec["namespace"], strategy=strategy, page_size=page_size)
         return pod_names(adapter.run(program).pods)
 
