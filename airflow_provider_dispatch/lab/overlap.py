@@ -18,6 +18,15 @@ which is how `open` of a name whose previous object left pods is checked. Pods t
 (a recorder without a ledger) fall back to the identity labels dispatch's runtime patch puts (job id,
 submission, A). The TrainJob a process belongs to is its namespace and its `jobset.sigs.k8s.io/jobset-name` label
 (the JobSet is named after the TrainJob, k8s-apis §1.4).
+
+The widened promise (DESIGN §1) is about ranks: no two processes of one rank (TrainJob, replicated job, job
+index, pod index) may run at once, within one execution or across executions. A pod's rank is what it was
+created as: JobSet puts `jobset.sigs.k8s.io/replicatedjob-name` and `jobset.sigs.k8s.io/job-index` on the pod
+template as labels and as annotations (`labelAndAnnotateObject`), the Job controller the completion index
+(`batch.kubernetes.io/job-completion-index`, annotation and label). Anyone may edit a pod's labels later (the
+usual way to take a pod out of its controller), so the ledger keeps each pod's identity as the store saw it at
+creation (`PodIdentity`), and the recorder judges the TrainJob, the rank and the identity labels of a process
+by that, not by the labels its pod happened to have when the process started. `rank_overlaps` is the check.
 """
 
 from __future__ import annotations
@@ -36,6 +45,44 @@ from airflow_provider_dispatch.dispatch.vocabulary import (
 from airflow_provider_dispatch.lab.store import WatchEvent
 
 _TRAINJOBS = "trainjobs.trainer.kubeflow.org"
+REPLICATED_JOB_NAME = "jobset.sigs.k8s.io/replicatedjob-name"
+JOB_INDEX = "jobset.sigs.k8s.io/job-index"
+RESTART_ATTEMPT = "jobset.sigs.k8s.io/restart-attempt"
+COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
+
+
+@dataclass(frozen=True)
+class PodIdentity:
+    """What a pod was created as: its TrainJob (jobset-name), its rank keys and its identity labels, read from
+    the annotations first (JobSet and the Job controller write each key as an annotation too, and nobody edits
+    those to take a pod out of its controller), then from the labels, as they were at creation."""
+
+    trainjob: str
+    replicated_job: str
+    job_index: str
+    pod_index: str
+    labels: Mapping[str, str]
+    attempt: str = ""
+    """JobSet's restart attempt the pod's Job was created for (`restart-attempt`)."""
+
+    @classmethod
+    def of(cls, labels: Mapping[str, str], annotations: Mapping[str, str]) -> PodIdentity:
+        def key(name: str) -> str:
+            return str(annotations.get(name) or labels.get(name) or "")
+
+        return cls(
+            key(LABEL_JOBSET_NAME),
+            key(REPLICATED_JOB_NAME),
+            key(JOB_INDEX),
+            key(COMPLETION_INDEX),
+            dict(labels),
+            key(RESTART_ATTEMPT),
+        )
+
+    @property
+    def rank(self) -> tuple[str, str, str, str]:
+        """(TrainJob, replicated job, job index, pod index); "" where a key is missing."""
+        return (self.trainjob, self.replicated_job, self.job_index, self.pod_index)
 
 
 @dataclass(frozen=True)
@@ -53,6 +100,7 @@ class AdmissionLedger:
     admissions: dict[tuple[str, str], list[Admission]] = field(default_factory=dict)
     _suspended: dict[tuple[str, str], bool] = field(default_factory=dict)
     _pods: dict[str, int] = field(default_factory=dict)
+    _identities: dict[str, PodIdentity] = field(default_factory=dict)
 
     def observe(self, event: WatchEvent) -> None:
         metadata = event.obj.get("metadata") or {}
@@ -68,16 +116,21 @@ class AdmissionLedger:
                 annotation = (metadata.get("annotations") or {}).get(ANNOTATION_ADMISSION)
                 self.admissions.setdefault(key, []).append(Admission(event.revision, annotation))
         elif event.resource == "pods" and event.type == "ADDED":
-            labels = metadata.get("labels") or {}
-            trainjob = (str(metadata.get("namespace") or ""), str(labels.get(LABEL_JOBSET_NAME) or ""))
-            count = len(self.admissions.get(trainjob, ()))
+            identity = PodIdentity.of(metadata.get("labels") or {}, metadata.get("annotations") or {})
+            uid = str(metadata.get("uid") or "")
+            self._identities[uid] = identity
+            count = len(self.admissions.get((str(metadata.get("namespace") or ""), identity.trainjob), ()))
             if count:
-                self._pods[str(metadata.get("uid") or "")] = count
+                self._pods[uid] = count
 
     def execution_of(self, pod_uid: str) -> int | None:
         """The number of the admission the pod was created under (1 for the first); None when the ledger saw no
         admission of its TrainJob before it (a pod made by hand, outside any TrainJob's run)."""
         return self._pods.get(pod_uid)
+
+    def identity_of(self, pod_uid: str) -> PodIdentity | None:
+        """The pod's identity at creation (None: the ledger did not see it created)."""
+        return self._identities.get(pod_uid)
 
     def history(self, namespace: str, trainjob: str) -> list[Admission]:
         return list(self.admissions.get((namespace, trainjob), ()))
@@ -111,14 +164,25 @@ class ProcessRecord:
     restart: int = 0
     admission: int | None = None
     """The ledger's admission number for the pod (independent of dispatch's labels), when known."""
+    identity: PodIdentity | None = None
+    """The pod as it was created (the ledger's), else as it was when the process started."""
+
+    @property
+    def created(self) -> PodIdentity:
+        return self.identity if self.identity is not None else PodIdentity.of(self.labels, {})
 
     @property
     def trainjob(self) -> str:
-        return self.labels.get(LABEL_JOBSET_NAME, "")
+        return self.created.trainjob
+
+    @property
+    def rank(self) -> tuple[str, str, str, str]:
+        return self.created.rank
 
     @property
     def execution(self) -> ExecutionKey:
-        return ExecutionKey.of(self.labels)
+        """(job id, submission, A) as the pod was created with them (labels edited later do not count)."""
+        return ExecutionKey.of(self.created.labels)
 
     @property
     def running(self) -> bool:
@@ -144,6 +208,8 @@ class Overlap:
 
     first: ProcessRecord
     second: ProcessRecord
+    why: str = ""
+    """Empty: two executions; else what else the two share (one rank; one execution, two restart attempts)."""
 
     @property
     def start(self) -> float:
@@ -159,7 +225,8 @@ class Overlap:
             admitted = f", admission {record.admission}" if record.admission is not None else ""
             return f"{record.namespace}/{record.pod} on {record.node} (execution {record.execution}{admitted})"
 
-        return f"{one(self.first)} overlaps {one(self.second)} from {self.start} to {self.end}"
+        what = f" ({self.why})" if self.why else ""
+        return f"{one(self.first)} overlaps {one(self.second)}{what} from {self.start} to {self.end}"
 
 
 @dataclass
@@ -180,10 +247,14 @@ class OverlapRecorder:
         labels: Mapping[str, str],
         at: float,
         restart: int = 0,
+        annotations: Mapping[str, str] | None = None,
     ) -> ProcessRecord:
         admission = self.ledger.execution_of(pod_uid) if self.ledger is not None else None
+        identity = self.ledger.identity_of(pod_uid) if self.ledger is not None else None
+        if identity is None and annotations is not None:
+            identity = PodIdentity.of(labels, annotations)
         record = ProcessRecord(
-            next(self._serials), namespace, pod, pod_uid, node, dict(labels), at, None, restart, admission
+            next(self._serials), namespace, pod, pod_uid, node, dict(labels), at, None, restart, admission, identity
         )
         self.records.append(record)
         return record
@@ -210,4 +281,34 @@ class OverlapRecorder:
         for first, second in itertools.combinations(self.processes(namespace, trainjob), 2):
             if not first.same_execution(second) and first.intersects(second):
                 found.append(Overlap(first, second))
+        return found
+
+    def rank_overlaps(self, namespace: str, trainjob: str) -> list[Overlap]:
+        """Every pair of processes of one rank of this TrainJob (in one execution or in two, of two pods)
+        whose intervals intersect: the widened promise (module docstring). Processes whose pod carries no rank
+        keys (made by hand) are left out; the restarts of one pod's container never overlap each other."""
+        found: list[Overlap] = []
+        by_rank: dict[tuple[str, str, str, str], list[ProcessRecord]] = {}
+        for record in self.processes(namespace, trainjob):
+            if record.rank[1:] != ("", "", ""):
+                by_rank.setdefault(record.rank, []).append(record)
+        for records in by_rank.values():
+            for first, second in itertools.combinations(records, 2):
+                if first.pod_uid != second.pod_uid and first.intersects(second):
+                    found.append(Overlap(first, second, f"both rank {'/'.join(first.rank)}"))
+        return found
+
+    def attempt_overlaps(self, namespace: str, trainjob: str) -> list[Overlap]:
+        """Every pair of processes of one execution but of two JobSet restart attempts whose intervals
+        intersect: a failure-policy restart that started new Jobs beside an old one (hazard H2, `Recreate`)."""
+        found: list[Overlap] = []
+        for first, second in itertools.combinations(self.processes(namespace, trainjob), 2):
+            attempts = (first.created.attempt, second.created.attempt)
+            if (
+                first.same_execution(second)
+                and "" not in attempts
+                and attempts[0] != attempts[1]
+                and first.intersects(second)
+            ):
+                found.append(Overlap(first, second, f"restart attempts {attempts[0]} and {attempts[1]}"))
         return found

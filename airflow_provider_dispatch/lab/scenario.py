@@ -80,6 +80,12 @@ class AsyncScenario:
     def overlaps(self, namespace: str, trainjob: str) -> list[Overlap]:
         return self.recorder.overlaps(namespace, trainjob)
 
+    def rank_overlaps(self, namespace: str, trainjob: str) -> list[Overlap]:
+        return self.recorder.rank_overlaps(namespace, trainjob)
+
+    def attempt_overlaps(self, namespace: str, trainjob: str) -> list[Overlap]:
+        return self.recorder.attempt_overlaps(namespace, trainjob)
+
     def executions(self, namespace: str, trainjob: str) -> set[ExecutionKey]:
         return self.recorder.executions(namespace, trainjob)
 
@@ -305,6 +311,14 @@ class Scenario:
 
     def overlaps(self, namespace: str, trainjob: str) -> list[Overlap]:
         return self.lab.call(lambda: self.inner.overlaps(namespace, trainjob))
+
+    def rank_overlaps(self, namespace: str, trainjob: str) -> list[Overlap]:
+        """Two processes of one rank at once (any execution): the widened promise (`overlap.py`)."""
+        return self.lab.call(lambda: self.inner.rank_overlaps(namespace, trainjob))
+
+    def attempt_overlaps(self, namespace: str, trainjob: str) -> list[Overlap]:
+        """Two restart attempts of one execution at once (hazard H2)."""
+        return self.lab.call(lambda: self.inner.attempt_overlaps(namespace, trainjob))
 
     def executions(self, namespace: str, trainjob: str) -> set[ExecutionKey]:
         return self.lab.call(lambda: self.inner.executions(namespace, trainjob))

@@ -830,8 +830,8 @@ def _node_selector_additions(new: Any, old: Any) -> list[FieldCause]:
     ]
 
 
-def _selector_matches(selector: Obj, labels: Obj) -> bool:
-    """`metav1.LabelSelectorAsSelector` matched against the template labels."""
+def selector_matches(selector: Obj, labels: Obj) -> bool:
+    """`metav1.LabelSelectorAsSelector` matched against a set of labels (a template's, a pod's)."""
     for k, v in (selector.get("matchLabels") or {}).items():
         if labels.get(k) != v:
             return False
@@ -881,7 +881,7 @@ def validate_job(job: Obj) -> list[FieldCause]:
         # (`generate_job_selector`).
         if spec.get("manualSelector") is True:
             causes.append(f.required("spec.selector"))
-    elif isinstance(selector, dict) and not _selector_matches(selector, labels):
+    elif isinstance(selector, dict) and not selector_matches(selector, labels):
         causes.append(f.invalid("spec.template.metadata.labels", labels, "`selector` does not match template `labels`"))
     template_spec = template.get("spec")
     causes.extend(schema_meta.validate_labels(labels, "spec.template.metadata.labels"))

@@ -173,3 +173,33 @@ def test_pods_of_a_deleted_job_lose_the_tracking_finalizer(workloads: Workloads)
     workloads.batch.delete_namespaced_job(name, workloads.namespace, propagation_policy="Background")
     pods = workloads.wait_pods(f"app={name}", lambda pods: all(not p.metadata.finalizers for p in pods))
     assert len(pods) == 2  # no garbage collector here: they stay, but nothing holds them any more
+
+
+@pytest.mark.parametrize("removed", ["controller-uid", "job-name only"])
+def test_a_pod_relabelled_out_of_the_selector_is_released(workloads: Workloads, removed: str) -> None:
+    """`ClaimPods` (controller_ref_manager.go): a pod whose labels no longer match the Job's selector
+    (`batch.kubernetes.io/controller-uid`) loses its owner reference and the tracking finalizer, and its index is
+    replaced; removing a label the selector does not use (`batch.kubernetes.io/job-name`) changes nothing."""
+    name = unique("job")
+    created = workloads.batch.create_namespaced_job(workloads.namespace, _job(name, podReplacementPolicy="Failed"))
+    first, _second = sorted(_start(workloads, name, 2), key=lambda p: p.metadata.annotations[INDEX])
+    keys = ["batch.kubernetes.io/job-name", "job-name"]
+    if removed == "controller-uid":
+        keys += ["batch.kubernetes.io/controller-uid", "controller-uid"]
+    workloads.core.patch_namespaced_pod(
+        first.metadata.name, workloads.namespace, {"metadata": {"labels": dict.fromkeys(keys)}}
+    )
+    if removed == "controller-uid":
+        pods = workloads.wait_pods(f"app={name}", lambda pods: len(pods) == 3)
+        released = next(p for p in pods if p.metadata.name == first.metadata.name)
+        assert not released.metadata.owner_references
+        assert not released.metadata.finalizers
+        assert sum(1 for p in pods if p.metadata.annotations[INDEX] == "0") == 2  # its index was replaced
+        job = workloads.batch.read_namespaced_job(name, workloads.namespace)
+        assert job.metadata.uid == created.metadata.uid
+    else:
+        job = workloads.wait_job(name, lambda j: j.status.active == 2)
+        kept = workloads.core.read_namespaced_pod(first.metadata.name, workloads.namespace)
+        assert [o.uid for o in kept.metadata.owner_references] == [created.metadata.uid]
+        assert kept.metadata.finalizers == [FINALIZER]
+        assert len(workloads.pods(f"app={name}")) == 2

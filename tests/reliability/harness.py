@@ -11,7 +11,10 @@ A lab of its own rather than the session lab, for five reasons:
   (dispatch adapters, one identity each so that one caller's requests can be told apart from another's) and
   `hostile` (a user who edits TrainJobs by hand); everyone may do everything, RBAC is the security tests' own;
 * the journal: every caller request after authentication, with its answer (status, resourceVersion, continue
-  token), and the hooks: faults and other interference for callers' requests only, never the controllers';
+  token), and the hooks: faults and other interference for callers' requests only;
+* the delays (`lab.delays`): controllers' requests held in flight and released later, or answered 504 unapplied
+  once kube-apiserver's request timeout (60 s of lab time) has passed; a held request is not work in flight for
+  `settle()` (the lab is idle around it until the model releases it or time passes its deadline);
 * the ledger: a listener on the lab's store that sees every write as it is applied: each TrainJob change with
   the admission number A and `spec.suspend` before and after and the request that made it, and each pod's
   creation revision. It is the ground truth of what was admitted, whatever the callers were told.
@@ -36,8 +39,10 @@ from airflow_provider_dispatch.dispatch import vocabulary as v
 from airflow_provider_dispatch.lab.auth import Decision, UserInfo
 from airflow_provider_dispatch.lab.cluster import ControllerFactory
 from airflow_provider_dispatch.lab.controllers import NODE_CONTROLLERS, WORKLOAD_CONTROLLERS
+from airflow_provider_dispatch.lab.delays import RequestDelays
 from airflow_provider_dispatch.lab.errors import ApiError
 from airflow_provider_dispatch.lab.faults import FaultInjector, FaultKind, FaultRule
+from airflow_provider_dispatch.lab.overlap import PodIdentity
 from airflow_provider_dispatch.lab.requests import RequestInfo
 from airflow_provider_dispatch.lab.runtime import DEFAULT_TOKEN, Lab
 from airflow_provider_dispatch.lab.scenario import Scenario
@@ -50,8 +55,17 @@ Hook = Callable[[web.Request, Handler], Awaitable[web.StreamResponse]]
 
 ADMIN = "lab-admin"
 HOSTILE = "hostile"
+ADMISSION_CONTROLLER = "dispatch-admission-controller"
+"""dispatch's admission check controller in Kueue mode, as an identity of its own (its writes are told apart)."""
+KUEUE_USER = ADMIN
+"""The lab's controllers, Kueue's included, use the lab's controller token."""
 CALLERS = tuple(f"caller-{i}" for i in range(6))
-TOKENS = {DEFAULT_TOKEN: ADMIN, "hostile-token": HOSTILE, **{f"{c}-token": c for c in CALLERS}}
+TOKENS = {
+    DEFAULT_TOKEN: ADMIN,
+    "hostile-token": HOSTILE,
+    "admission-controller-token": ADMISSION_CONTROLLER,
+    **{f"{c}-token": c for c in CALLERS},
+}
 CLUSTER: tuple[ControllerFactory, ...] = (*WORKLOAD_CONTROLLERS, *NODE_CONTROLLERS)
 POD_RESOURCE = "pods"
 SETTLE_ROUNDS = 30
@@ -392,6 +406,8 @@ class PodCreated:
     name: str
     uid: str
     trainjob: str
+    identity: PodIdentity | None = None
+    """The pod as created: its rank keys and identity labels (labels edited later do not change it)."""
 
 
 @dataclass
@@ -426,10 +442,8 @@ class Ledger:
         elif event.resource == POD_RESOURCE and event.type == "ADDED":
             metadata = event.obj.get("metadata") or {}
             uid = str(metadata.get("uid") or "")
-            labels = metadata.get("labels") or {}
-            self.pods[uid] = PodCreated(
-                event.revision, event.key[0], event.key[1], uid, str(labels.get(v.LABEL_JOBSET_NAME, ""))
-            )
+            identity = PodIdentity.of(metadata.get("labels") or {}, metadata.get("annotations") or {})
+            self.pods[uid] = PodCreated(event.revision, event.key[0], event.key[1], uid, identity.trainjob, identity)
 
     def admissions(self, namespace: str, name: str) -> list[TrainJobWrite]:
         return [w for w in self.writes if w.admitted and (w.namespace, w.name) == (namespace, name)]
@@ -438,10 +452,11 @@ class Ledger:
 # --- the lab ---------------------------------------------------------------------------------------------
 
 
-async def _quiet(lab: Lab, journal: Journal, rounds: int, bound: float) -> int:
+async def _quiet(lab: Lab, journal: Journal, delays: RequestDelays, rounds: int, bound: float) -> int:
     """On the lab's loop: return once `rounds` consecutive loop iterations found nothing else to run, no
-    request in flight and no write to the store. Lab time stands still, so the lab is then idle until the
-    next step: every reaction to the last one (a watch event, a reconcile, a status write) has happened."""
+    request in flight (but those the delays hold) and no write to the store. Lab time stands still, so the lab
+    is then idle until the next step: every reaction to the last one (a watch event, a reconcile, a status
+    write) has happened."""
     loop = asyncio.get_running_loop()
     store = lab.inner.store
     started = time.monotonic()
@@ -450,7 +465,7 @@ async def _quiet(lab: Lab, journal: Journal, rounds: int, bound: float) -> int:
         await asyncio.sleep(0)
         iterations += 1
         ready = getattr(loop, "_ready", ())  # the loop's runnable callbacks (CPython's BaseEventLoop)
-        busy = bool(ready) or journal.in_flight > 0 or store.revision != revision
+        busy = bool(ready) or journal.in_flight > len(delays.held) or store.revision != revision
         idle = 0 if busy else idle + 1
         revision = store.revision
         if time.monotonic() - started > bound:
@@ -464,13 +479,15 @@ class ReliabilityLab:
     def __init__(self, *, controllers: Sequence[ControllerFactory] = CLUSTER, speed: float = 0.0) -> None:
         self.journal = Journal()
         self.hooks = Hooks()
+        self.delays = RequestDelays()
+        """The requests held in flight (`lab.delays`); its methods run on the lab's loop (`lab.call`)."""
         identities = Identities()
         self.lab = Lab(
             speed=speed,
             controllers=tuple(controllers),
             authenticator=identities,
             authorizer=identities,
-            middlewares=(self.journal.middleware, self.hooks.middleware),
+            middlewares=(self.journal.middleware, self.delays.middleware, self.hooks.middleware),
         )
         self._api: dict[str, kubernetes.client.ApiClient] = {}
         self.scenario: Scenario | None = None
@@ -479,6 +496,7 @@ class ReliabilityLab:
     def start(self) -> ReliabilityLab:
         self.lab.start()
         inner = self.lab.inner
+        self.delays.clock = inner.clock
         ledger = Ledger(inner.clock.now, v.TRAINJOB.resource)
         self.lab.call(lambda: inner.store.add_listener(ledger))
         self.ledger = ledger
@@ -520,7 +538,7 @@ class ReliabilityLab:
 
     def settle(self, timeout: float = 20.0) -> int:
         """Wait until the lab is idle (see `_quiet`); returns how many loop iterations that took."""
-        return self.lab.run(lambda: _quiet(self.lab, self.journal, SETTLE_ROUNDS, timeout), timeout + 5)
+        return self.lab.run(lambda: _quiet(self.lab, self.journal, self.delays, SETTLE_ROUNDS, timeout), timeout + 5)
 
     def now(self) -> float:
         return self.sc.now()

@@ -1,7 +1,9 @@
 """The invariants, as functions from what the lab recorded to the list of violations (empty: it held).
 
-The promise (DESIGN §1): one TrainJob never has two executions at once. Checked two independent ways, so that
-neither a bug in one nor a hostile user who forges pod labels can hide an overlap:
+The promise (DESIGN §1, widened): no two processes of one rank (TrainJob, replicated job, job index, pod index)
+ever run at once, within one execution or across executions, and every pod carries the admission number of the
+execution it was created under. Overlaps of executions are checked two independent ways, so that neither a bug
+in one nor a hostile user who forges pod labels can hide an overlap:
 
 * by labels: the lab's overlap recorder groups processes by the (job id, submission, A) labels dispatch's
   runtime patch puts on the pods (`lab/overlap.py`);
@@ -9,6 +11,18 @@ neither a bug in one nor a hostile user who forges pod labels can hide an overla
   one global order (the ledger's revisions). Pods of a held object are not created (it stays held until the
   write that admits it), so a pod created after admission k and before admission k+1 belongs to execution k,
   whatever its labels say.
+
+Ranks are checked twice as well: by the lab recorder (`OverlapRecorder.rank_overlaps`) and here (`rank_overlaps`,
+from this test's own ledger of pod creations). Both judge a pod by what it was created as (`PodIdentity`), so a
+label edited after the fact (a pod taken out of its controller) neither hides a process nor invents one, and the
+admission label is the one the pod was created with.
+
+Who may admit and raise A: in plain mode a dispatch caller, in one write that lifts the hold and raises A by
+one. In Kueue mode the admission check controller (its own identity) raises A by one while the TrainJob is
+suspended, and Kueue unsuspends it; each Kueue admission must come after at least one raise since the previous
+one. A third party may suspend a TrainJob and resume what it suspended (the model's `third_party_suspend` and
+`third_party_resume`, the latter only once nothing of the TrainJob runs): that resume is not an admission by
+dispatch, raises nothing, and its pods belong to the execution that was running (same A).
 
 The admission number (DESIGN §2): A only grows, by exactly one per admission, in the write that admits, and
 nothing but a dispatch writer's admitting write changes it. What callers were told must match what happened:
@@ -29,7 +43,7 @@ from airflow_provider_dispatch.dispatch import vocabulary as v
 from airflow_provider_dispatch.lab.overlap import ProcessRecord
 
 from .callers import Outcome
-from .harness import CALLERS, Call, PodCreated, TrainJobWrite
+from .harness import ADMISSION_CONTROLLER, CALLERS, HOSTILE, KUEUE_USER, Call, PodCreated, TrainJobWrite
 
 RUNTIME_RESOURCES = frozenset({v.CLUSTER_TRAINING_RUNTIME.resource, v.TRAINING_RUNTIME.resource})
 ADMITTING_OPERATIONS = frozenset({"release", "open"})
@@ -42,6 +56,26 @@ ADMITTING_OPERATIONS = frozenset({"release", "open"})
 class Attributed:
     process: ProcessRecord
     admission: TrainJobWrite | None
+    created: PodCreated | None = None
+
+    @property
+    def created_labels(self) -> Mapping[str, str]:
+        """The pod's labels at creation (this test's ledger), else when the process started."""
+        if self.created is not None and self.created.identity is not None:
+            return self.created.identity.labels
+        return self.process.labels
+
+    @property
+    def rank(self) -> tuple[str, str, str, str]:
+        if self.created is not None and self.created.identity is not None:
+            return self.created.identity.rank
+        return self.process.rank
+
+    @property
+    def attempt(self) -> str:
+        if self.created is not None and self.created.identity is not None:
+            return self.created.identity.attempt
+        return self.process.created.attempt
 
     @property
     def key(self) -> tuple[str, int]:
@@ -57,17 +91,17 @@ def attribute(
     """Each process with the admission its pod was created under (by store revision)."""
     admissions: dict[tuple[str, str], list[TrainJobWrite]] = {}
     for write in writes:
-        if write.admitted:
+        if write.admitted and not is_third_party_resume(write):
             admissions.setdefault((write.namespace, write.name), []).append(write)
     result = []
     for process in processes:
         created = pods.get(process.pod_uid)
-        candidates = admissions.get((process.namespace, process.trainjob), [])
         if created is None:
             result.append(Attributed(process, None))
             continue
+        candidates = admissions.get((process.namespace, created.trainjob or process.trainjob), [])
         position = bisect.bisect_left([w.revision for w in candidates], created.revision)
-        result.append(Attributed(process, candidates[position - 1] if position else None))
+        result.append(Attributed(process, candidates[position - 1] if position else None, created))
     return result
 
 
@@ -90,6 +124,73 @@ def overlaps_by_admission(attributed: Sequence[Attributed]) -> list[str]:
     return found
 
 
+def early_admissions(attributed: Sequence[Attributed], writes: Sequence[TrainJobWrite]) -> list[str]:
+    """An admission at a lab time when a process of an earlier execution of the TrainJob (name) still ran: the
+    promise itself, "nothing re-admits an object while any pod of it may still run" (DESIGN §1). Judged at the
+    admitting write, whether or not a process of the new execution ever starts beside the old one: with
+    `podReplacementPolicy: Failed` a Job keeps an index until its old pod is gone, so an overlap may never come,
+    and the admission was still too early. Third parties' resumes are not admissions."""
+    found = []
+    for write in writes:
+        if not write.admitted or is_third_party_resume(write):
+            continue
+        for item in attributed:
+            process = item.process
+            if (process.namespace, process.trainjob) != (write.namespace, write.name) or item.admission is None:
+                continue
+            earlier = item.admission.revision < write.revision
+            if earlier and process.start < write.lab_time and (process.stop is None or process.stop > write.lab_time):
+                found.append(
+                    f"{write.describe()}: admitted while {process.pod} (admission {item.key[1]}) still ran on "
+                    f"{process.node} [{process.start}, {process.stop})"
+                )
+    return found
+
+
+def rank_overlaps(attributed: Sequence[Attributed]) -> list[str]:
+    """Two processes of two pods of one rank (TrainJob, replicated job, job index, pod index) that ran at the same
+    lab time, whichever executions they belong to (within one: upstream's H1 and H2; across two: a re-admission
+    too early). Pods without rank keys (made by hand) are left out."""
+    found = []
+    by_rank: dict[tuple[str, tuple[str, str, str, str]], list[Attributed]] = {}
+    for item in attributed:
+        if item.rank[1:] != ("", "", ""):
+            by_rank.setdefault((item.process.namespace, item.rank), []).append(item)
+    for (namespace, rank), items in sorted(by_rank.items()):
+        for i, first in enumerate(items):
+            for second in items[i + 1 :]:
+                if first.process.pod_uid != second.process.pod_uid and first.process.intersects(second.process):
+                    found.append(
+                        f"{namespace}/{rank[0]}: two processes of rank {'/'.join(rank[1:])}: "
+                        f"{first.process.pod} (admission {first.key[1]}) on {first.process.node} "
+                        f"[{first.process.start}, {first.process.stop}) and {second.process.pod} (admission "
+                        f"{second.key[1]}) on {second.process.node} [{second.process.start}, {second.process.stop})"
+                    )
+    return found
+
+
+def attempt_overlaps(attributed: Sequence[Attributed]) -> list[str]:
+    """Two processes of one execution but of two JobSet restart attempts that ran at the same lab time: a
+    failure-policy restart started new Jobs beside an old one (hazard H2, `restartStrategy: Recreate`)."""
+    found = []
+    by_execution: dict[tuple[str, str, tuple[str, int]], list[Attributed]] = {}
+    for item in attributed:
+        if item.admission is not None and item.attempt:
+            key = (item.process.namespace, item.process.trainjob, item.key)
+            by_execution.setdefault(key, []).append(item)
+    for (namespace, name, key), items in sorted(by_execution.items()):
+        for i, first in enumerate(items):
+            for second in items[i + 1 :]:
+                if first.attempt != second.attempt and first.process.intersects(second.process):
+                    found.append(
+                        f"{namespace}/{name}: execution {key[1]} ran restart attempts {first.attempt} and "
+                        f"{second.attempt} at once: {first.process.pod} on {first.process.node} "
+                        f"[{first.process.start}, {first.process.stop}) and {second.process.pod} on "
+                        f"{second.process.node} [{second.process.start}, {second.process.stop})"
+                    )
+    return found
+
+
 def unadmitted_pods(attributed: Sequence[Attributed]) -> list[str]:
     """Processes whose pod no admission preceded: something unsuspended the object besides dispatch."""
     return [
@@ -100,14 +201,16 @@ def unadmitted_pods(attributed: Sequence[Attributed]) -> list[str]:
 
 
 def label_mismatches(attributed: Sequence[Attributed], forged: Iterable[str]) -> list[str]:
-    """A process whose A label is not its admission's A (TrainJobs whose labels a foreign patch forged are
-    left out: their labels are the hostile user's, the attribution still holds)."""
+    """A process whose pod was created with an A label other than its admission's A (TrainJobs whose labels a
+    foreign patch forged are left out: their labels are the hostile user's, the attribution still holds). The
+    label is the one the pod was created with: a label removed later (a pod taken out of its controller) is not
+    a mismatch."""
     skip = set(forged)
     found = []
     for item in attributed:
         if item.admission is None or item.process.trainjob in skip:
             continue
-        label = item.process.labels.get(v.POD_LABEL_ADMISSION)
+        label = item.created_labels.get(v.POD_LABEL_ADMISSION)
         if label != item.admission.new_admission:
             found.append(
                 f"{item.process.namespace}/{item.process.pod}: label A={label!r} but created under admission "
@@ -125,44 +228,71 @@ def _number(value: str | None) -> int | None:
     return int(value) if value.isdigit() else None
 
 
-def admission_number_violations(writes: Iterable[TrainJobWrite]) -> list[str]:
-    """A grows by exactly one in each admitting write of a dispatch caller, and changes in no other write."""
+def is_third_party_resume(write: TrainJobWrite) -> bool:
+    """A third party lifted a suspension (its own: the model's `third_party_resume`) without touching A."""
+    return write.admitted and write.user == HOSTILE and write.new_admission == write.old_admission
+
+
+def admission_number_violations(
+    writes: Sequence[TrainJobWrite], start: int = 0, kueue: Iterable[tuple[str, str]] = ()
+) -> list[str]:
+    """A grows by exactly one, only in a dispatch write that admits (plain mode) or, for TrainJobs in Kueue mode
+    (`kueue`: their namespace and name), in the admission check controller's write while suspended; a Kueue
+    admission comes after at least one raise since the previous one. Reports the writes from index `start` on
+    (the earlier ones give the history)."""
     found = []
-    for write in writes:
+    queued = set(kueue)
+    admitted_at: dict[str, int | None] = {}
+    for index, write in enumerate(writes):
+        problems: list[str] = []
+        old, new = _number(write.old_admission), _number(write.new_admission)
+        in_kueue = (write.namespace, write.name) in queued
         if write.kind == "ADDED":
             if write.new_admission is not None:
-                found.append(f"{write.describe()}: a new TrainJob carries A")
-            continue
-        if write.kind == "DELETED":
-            continue
-        old, new = _number(write.old_admission), _number(write.new_admission)
-        if write.admitted:
+                problems.append("a new TrainJob carries A")
+        elif write.kind == "DELETED" or is_third_party_resume(write):
+            pass
+        elif write.admitted and in_kueue:
+            if write.user != KUEUE_USER:
+                problems.append("a Kueue-mode TrainJob was unsuspended by someone other than Kueue")
+            elif new is None or new <= (admitted_at.get(write.uid) or 0):
+                problems.append(f"Kueue admitted without a raise of A since the last admission (A={new})")
+            admitted_at[write.uid] = new
+        elif write.admitted:
             if write.user not in CALLERS:
-                found.append(f"{write.describe()}: the hold was lifted by someone other than dispatch")
+                problems.append("the hold was lifted by someone other than dispatch")
             elif old is None or new != old + 1:
-                found.append(f"{write.describe()}: an admission must raise A by exactly one")
+                problems.append("an admission must raise A by exactly one")
+            admitted_at[write.uid] = new
         elif write.new_admission != write.old_admission:
-            found.append(f"{write.describe()}: A changed in a write that did not admit")
+            raised = old is not None and new == old + 1
+            if not (in_kueue and write.user == ADMISSION_CONTROLLER and raised and write.old_suspend is True):
+                problems.append("A changed in a write that did not admit")
+        if index >= start:
+            found += [f"{write.describe()}: {problem}" for problem in problems]
     return found
 
 
 def admissions_count_violations(
     writes: Sequence[TrainJobWrite], live: Mapping[tuple[str, str], str | None]
 ) -> list[str]:
-    """The live A of each TrainJob equals the number of admissions its instance (uid) has had."""
+    """The live A of each TrainJob equals the number of raises of A its instance (uid) has had (by dispatch:
+    admitting writes in plain mode, the admission check controller's in Kueue mode)."""
     found = []
     per_uid: dict[str, int] = {}
     uid_of: dict[tuple[str, str], str] = {}
     for write in writes:
         if write.kind == "ADDED":
             uid_of[(write.namespace, write.name)] = write.uid
-        per_uid[write.uid] = per_uid.get(write.uid, 0) + write.admitted
+        old, new = _number(write.old_admission), _number(write.new_admission)
+        raised = write.kind == "MODIFIED" and old is not None and new == old + 1
+        per_uid[write.uid] = per_uid.get(write.uid, 0) + raised
     for key, value in live.items():
         uid = uid_of.get(key)
         if uid is None:
             continue
         if _number(value) != per_uid.get(uid, 0):
-            found.append(f"{key[0]}/{key[1]}: A is {value} after {per_uid.get(uid, 0)} admissions")
+            found.append(f"{key[0]}/{key[1]}: A is {value} after {per_uid.get(uid, 0)} raises")
     return found
 
 
@@ -174,7 +304,9 @@ def applied_by(outcome: Outcome, writes: Iterable[TrainJobWrite]) -> list[TrainJ
     return [w for w in writes if w.admitted and w.user == outcome.caller and w.serial in serials]
 
 
-def outcome_violations(outcome: Outcome, writes: Sequence[TrainJobWrite]) -> list[str]:
+def outcome_violations(outcome: Outcome, writes: Sequence[TrainJobWrite], *, kueue: bool = False) -> list[str]:
+    """What the caller was told against what was applied. `kueue`: the target is in Kueue mode, where release
+    and open return the current execution and Kueue admits later (DESIGN §6)."""
     found = []
     if outcome.family == "unexpected":
         found.append(f"{outcome.describe()}: an exception outside DESIGN §5 ({type(outcome.error).__name__})")
@@ -200,7 +332,12 @@ def outcome_violations(outcome: Outcome, writes: Sequence[TrainJobWrite]) -> lis
                 )
             if outcome.family != "unreachable":
                 found.append(f"{outcome.describe()}: a lost answer after an admission must be retryable")
-    elif outcome.error is None and outcome.execution is not None and outcome.operation in ADMITTING_OPERATIONS:
+    elif (
+        outcome.error is None
+        and outcome.execution is not None
+        and outcome.operation in ADMITTING_OPERATIONS
+        and not kueue
+    ):
         known = {w.new_admission for w in writes if w.admitted and w.name == outcome.target.split("/")[-1]}
         if str(outcome.execution.admission) not in known:
             found.append(f"{outcome.describe()}: returned an execution that was never admitted")

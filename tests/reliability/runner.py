@@ -12,7 +12,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .harness import ReliabilityLab
+from . import kueue_mode
+from .harness import CLUSTER, ReliabilityLab
 from .schedule import Profile, Step, generate, world_parameters
 from .world import NAMESPACE, World
 
@@ -60,9 +61,16 @@ def run_schedule(
     planned = list(steps) if steps is not None else generate(seed, profile)
     report = ScheduleReport(seed, planned)
     started = time.monotonic()
-    with ReliabilityLab() as rlab:
+    with ReliabilityLab(controllers=kueue_mode.CONTROLLERS if profile.kueue else CLUSTER) as rlab:
         lab_start = rlab.now()
-        world = World(rlab, profile.nodes, profile.objects, {**world_parameters(seed), **(params or {})}).setup()
+        world = World(
+            rlab,
+            profile.nodes,
+            profile.objects,
+            {**world_parameters(seed), **(params or {})},
+            runtime=profile.runtime,
+            kueue=kueue_mode.KueueMode() if profile.kueue else None,
+        ).setup()
         try:
             for step in planned:
                 found = world.apply(step)
@@ -77,7 +85,12 @@ def run_schedule(
         report.violations = list(world.violations)
         report.log = world.log
         report.admissions = sum(1 for w in rlab.book.writes if w.admitted)
-        report.overlaps = sum(len(rlab.sc.overlaps(NAMESPACE, o.name)) for o in world.objects)
+        report.overlaps = sum(
+            len(rlab.sc.overlaps(NAMESPACE, o.name))
+            + len(rlab.sc.rank_overlaps(NAMESPACE, o.name))
+            + len(rlab.sc.attempt_overlaps(NAMESPACE, o.name))
+            for o in world.objects
+        )
         report.processes = len(world.processes())
         report.lab_seconds = rlab.now() - lab_start
     report.wall_seconds = time.monotonic() - started
@@ -119,12 +132,14 @@ class RunReport:
         conflicts = sum(n for key, n in totals.items() if key.endswith("ConflictError"))
         blocked = sum(n for key, n in totals.items() if key.endswith("PodsRemainError"))
         wall = sum(s.wall_seconds for s in self.schedules)
+        each = [s.wall_seconds for s in self.schedules] or [0.0]
         return (
             f"reliability model ({self.profile.name}, seed {self.seed}): {len(self.schedules)} schedules, "
             f"{self.steps} steps, {self.admissions} admissions, {blocked} releases blocked by remaining pods, "
             f"{conflicts} conflicts, {faults} faults fired, "
             f"{totals['admissions applied with the answer lost']} admissions with a lost answer, "
-            f"{self.overlaps} overlaps, {len(self.failures)} schedules with violations ({wall:.0f} s)"
+            f"{self.overlaps} overlaps, {len(self.failures)} schedules with violations ({wall:.0f} s; per "
+            f"schedule {wall / len(each):.1f} s on average, {max(each):.1f} s at most)"
         )
 
 

@@ -24,12 +24,12 @@ from typing import Any
 #: the rules of the invariant run and their weights (how often each is drawn)
 RULES: Mapping[str, float] = {
     "open": 3,
-    "release": 10,
+    "release": 12,
     "release_lost": 2,
-    "hold": 6,
+    "hold": 8,
     "hold_then_release": 2,
-    "fault": 6,
-    "read": 3,
+    "fault": 5,
+    "read": 2,
     "advance": 10,
     "freeze": 2,
     "lose": 2,
@@ -40,14 +40,28 @@ RULES: Mapping[str, float] = {
     "delete_node": 1,
     "add_node": 1,
     "untaint": 1,
-    "mistaken_taint": 1,
+    "mistaken_taint": 2,
     "rewrite_patch": 2,
     "complete": 1,
     "fail": 1,
     "reopen": 1,
+    # the misbehaving cluster (issue 15 item 4): slow controllers, third parties, long partitions
+    "delay": 6,
+    "stall": 3,
+    "relabel": 4,
+    "force_delete": 3,
+    "force_delete_stuck": 2,
+    "third_party_suspend": 1,
+    "third_party_resume": 1,
+    "partition": 1,
+    "failure_recovery": 2,
+    "crafted_name": 1,
+    "slow_stop": 2,
 }
 #: rules that break the operator's precondition; only in the negative control
 HOSTILE_RULES: Mapping[str, float] = {"hostile_taint": 3, "hostile_delete_node": 2}
+#: rules of Kueue mode (TrainJobs with the queue-name label beside plain ones)
+KUEUE_RULES: Mapping[str, float] = {"crash_admission_controller": 2, "preempt": 2}
 
 WRITERS = (0, 1, 2, 3)
 READER = 4
@@ -56,10 +70,37 @@ FAULT_KINDS = ("500", "429", "504", "409", "410", "drop", "hang")
 FAULT_TARGETS = ("trainjobs:get", "jobsets:get", "runtimes:get", "pods:list", "nodes:get", "trainjobs:update", "any")
 FAULT_OPERATIONS = ("release", "release", "release", "hold", "open", "inspect", "ceased")
 READ_OPERATIONS = ("inspect", "ceased", "remaining_pods", "find", "release", "hold")
+CRAFTED_OPERATIONS = ("release", "hold", "inspect", "ceased", "remaining_pods", "find")
 TAINT_EFFECTS = ("NoExecute", "NoSchedule", "PreferNoSchedule")
 FENCE_EFFECTS = ("NoExecute", "NoSchedule")
 ADVANCES = (1, 3, 5, 10, 10, 20, 35, 60, 60, 120, 320)
 PATCH_VARIANTS = ("alter-dispatch", "rename-dispatch", "foreign-benign", "foreign-forges-labels", "drop-dispatch")
+#: controller requests the `delay` rule holds (world.DELAY_TARGETS says which requests each names)
+DELAY_TARGETS = (
+    "job:create-pods",
+    "job:create-pods",
+    "job:delete-pods",
+    "job:patch-pods",
+    "job:status",
+    "jobset:create-jobs",
+    "jobset:update-jobs",
+    "jobset:delete-jobs",
+    "jobset:status",
+    "trainer:apply",
+    "trainer:apply",
+    "trainer:status",
+    "kubelet:status",
+    "scheduler:bind",
+    "gc:delete",
+)
+KUEUE_DELAY_TARGETS = ("kueue:trainjob", "kueue:workload-status", "admission-controller:trainjob")
+DELAY_STEPS = (1, 2, 3, 5, 8)
+STALL_CHOICES = ("trainer", "jobset", "job", "trainer+jobset", "jobset+job", "all")
+RELABEL_VARIANTS = ("dispatch", "jobset", "jobset", "all", "all", "detach")
+PARTITION_SECONDS = (310, 330, 400)
+STICKY = 0.7
+"""How often a step acts on the object the step before it acted on: the misbehaving cluster's classes are short
+stories about one object (admitted, disturbed, held, released), which independent draws rarely tell."""
 
 
 @dataclass(frozen=True)
@@ -96,17 +137,38 @@ class Profile:
     nodes: int = 4
     objects: int = 2
     hostile: bool = False
+    kueue: bool = False
+    """Kueue mode: Kueue and dispatch's admission check controller run, odd-numbered TrainJobs are queued."""
+    runtime: str = "safe"
+    """`safe`: the runtime sets podReplacementPolicy Failed and BlockingRecreate restarts (what dispatch's
+    runtime policy asks for); `upstream`: it sets neither (the upstream defaults), a negative control."""
     weights: Mapping[str, float] = field(default_factory=lambda: dict(RULES))
 
     def rules(self) -> dict[str, float]:
         rules = dict(self.weights)
         if self.hostile:
             rules.update(HOSTILE_RULES)
+        if self.kueue:
+            rules.update(KUEUE_RULES)
         return rules
 
+    def options(self) -> dict[str, Any]:
+        """What a saved schedule keeps of the profile to replay it (long_run.py)."""
+        options: dict[str, Any] = {
+            "nodes": self.nodes,
+            "objects": self.objects,
+            "hostile": self.hostile,
+            "kueue": self.kueue,
+            "runtime": self.runtime,
+        }
+        changed = {rule: weight for rule, weight in self.weights.items() if RULES.get(rule) != weight}
+        if changed:
+            options["weights"] = changed  # what generated the seed's steps (a replay runs the saved steps)
+        return options
 
-def _args(rule: str, rng: random.Random, profile: Profile) -> dict[str, Any]:
-    obj = rng.randrange(profile.objects)
+
+def _args(rule: str, rng: random.Random, profile: Profile, previous: int) -> dict[str, Any]:
+    obj = previous if rng.random() < STICKY else rng.randrange(profile.objects)
     node = rng.randrange(16)
     if rule == "open":
         return {"obj": obj, "caller": rng.choice(WRITERS)}
@@ -129,6 +191,10 @@ def _args(rule: str, rng: random.Random, profile: Profile) -> dict[str, Any]:
         }
     if rule == "read":
         return {"obj": obj, "operation": rng.choice(READ_OPERATIONS)}
+    if rule == "slow_stop":
+        return {"obj": obj, "pick": rng.randrange(16), "seconds": rng.choice((1, 20, 60))}
+    if rule == "crafted_name":
+        return {"caller": rng.choice(WRITERS), "operation": rng.choice(CRAFTED_OPERATIONS), "pick": rng.randrange(16)}
     if rule == "advance":
         return {"seconds": rng.choice(ADVANCES)}
     if rule in ("freeze", "lose", "not_ready", "recover", "power_off", "delete_node", "untaint"):
@@ -145,8 +211,21 @@ def _args(rule: str, rng: random.Random, profile: Profile) -> dict[str, Any]:
         return {"obj": obj, "variant": rng.choice(PATCH_VARIANTS)}
     if rule in ("complete", "fail"):
         return {"obj": obj, "pick": rng.randrange(16)}
-    if rule == "reopen":
+    if rule in ("reopen", "third_party_suspend", "third_party_resume", "preempt"):
         return {"obj": obj}
+    if rule == "delay":
+        targets = DELAY_TARGETS + (KUEUE_DELAY_TARGETS if profile.kueue else ())
+        return {"target": rng.choice(targets), "steps": rng.choice(DELAY_STEPS)}
+    if rule == "stall":
+        return {"controllers": rng.choice(STALL_CHOICES), "steps": rng.choice(DELAY_STEPS[:4])}
+    if rule == "relabel":
+        return {"obj": obj, "pick": rng.randrange(16), "variant": rng.choice(RELABEL_VARIANTS)}
+    if rule in ("force_delete", "force_delete_stuck", "failure_recovery"):
+        return {"obj": obj, "pick": rng.randrange(16)}
+    if rule == "partition":
+        return {"node": node, "seconds": rng.choice(PARTITION_SECONDS)}
+    if rule == "crash_admission_controller":
+        return {"steps": rng.choice(DELAY_STEPS)}
     raise ValueError(f"no such rule: {rule}")
 
 
@@ -157,9 +236,12 @@ def generate(seed: int, profile: Profile) -> list[Step]:
     names = sorted(rules)
     weights = [rules[name] for name in names]
     steps = [Step.of("open", obj=index, caller=index % len(WRITERS)) for index in range(profile.objects)]
+    previous = 0
     while len(steps) < profile.steps:
         rule = rng.choices(names, weights)[0]
-        steps.append(Step.of(rule, **_args(rule, rng, profile)))
+        args = _args(rule, rng, profile, previous)
+        previous = int(args.get("obj", previous))
+        steps.append(Step.of(rule, **args))
     return steps
 
 
@@ -170,4 +252,7 @@ def world_parameters(seed: int) -> dict[str, Any]:
         "num_nodes": tuple(rng.choice((1, 2, 2, 3)) for _ in range(8)),
         "termination_seconds": rng.choice((2, 8, 25, 45)),
         "grace_seconds": 30,
+        # drawn after the ones above, so that those stay what they were for every seed
+        "replicated_jobs": rng.choice((1, 1, 2)),
+        "failure_policy": rng.random() < 0.5,
     }

@@ -10,7 +10,14 @@ import pytest
 from airflow_provider_dispatch.dispatch import vocabulary as v
 from airflow_provider_dispatch.dispatch.assessment import Execution
 from airflow_provider_dispatch.dispatch.errors import ConflictError, UnreachableError
-from airflow_provider_dispatch.lab.overlap import ProcessRecord
+from airflow_provider_dispatch.lab.overlap import (
+    COMPLETION_INDEX,
+    JOB_INDEX,
+    REPLICATED_JOB_NAME,
+    RESTART_ATTEMPT,
+    PodIdentity,
+    ProcessRecord,
+)
 
 from . import invariants
 from .callers import Outcome
@@ -168,8 +175,12 @@ def write(
         (write(2, "caller-0", "4", "4", False, True), None),
         (write(2, "caller-0", "4", "5", False, False), "A changed in a write that did not admit"),
         (write(2, "lab-admin", "4", "4", True, True), None),
-        (write(2, "hostile", "4", "4", True, False), "lifted by someone other than dispatch"),
+        (write(2, "lab-admin", "4", "4", True, False), "lifted by someone other than dispatch"),
+        # a third party resumes what it suspended (the model lets it only once nothing runs): not an admission
+        (write(2, "hostile", "4", "4", True, False), None),
+        (write(2, "hostile", "4", "5", True, False), "lifted by someone other than dispatch"),
         (write(2, "hostile", "4", "3", True, True), "A changed"),
+        (write(2, "dispatch-admission-controller", "4", "5", True, True), "A changed in a write that did not"),
     ],
 )
 def test_admission_number(change: TrainJobWrite, problem: str | None) -> None:
@@ -177,12 +188,66 @@ def test_admission_number(change: TrainJobWrite, problem: str | None) -> None:
     assert (found == []) if problem is None else any(problem in f for f in found), found
 
 
-def process(serial: int, pod: str, uid: str, start: float, stop: float | None, admission: str) -> ProcessRecord:
+QUEUED = [(NS, NAME)]
+
+
+@pytest.mark.parametrize(
+    ("changes", "problem"),
+    [
+        # the admission check controller raises A while suspended, then Kueue unsuspends
+        (
+            [
+                write(2, "dispatch-admission-controller", None, "1", True, True),
+                write(3, "lab-admin", "1", "1", True, False),
+            ],
+            None,
+        ),
+        ([write(2, "lab-admin", None, None, True, False)], "without a raise of A"),
+        (
+            [
+                write(2, "dispatch-admission-controller", None, "1", True, True),
+                write(3, "lab-admin", "1", "1", True, False),
+                write(4, "lab-admin", "1", "1", False, True),
+                write(5, "lab-admin", "1", "1", True, False),
+            ],
+            "without a raise of A",
+        ),
+        ([write(2, "dispatch-admission-controller", "1", "3", True, True)], "A changed"),
+        ([write(2, "dispatch-admission-controller", "1", "2", False, False)], "A changed"),
+        ([write(2, "caller-0", "1", "2", True, False)], "unsuspended by someone other than Kueue"),
+    ],
+)
+def test_admission_number_in_kueue_mode(changes: list[TrainJobWrite], problem: str | None) -> None:
+    found = invariants.admission_number_violations(changes, kueue=QUEUED)
+    assert (found == []) if problem is None else any(problem in f for f in found), found
+
+
+def test_only_the_new_writes_are_reported_but_all_give_the_history() -> None:
+    changes = [write(2, "lab-admin", None, None, True, False), write(3, "caller-0", "0", "1", True, False)]
+    assert len(invariants.admission_number_violations(changes)) == 1
+    assert invariants.admission_number_violations(changes, start=1) == []
+
+
+def process(
+    serial: int,
+    pod: str,
+    uid: str,
+    start: float,
+    stop: float | None,
+    admission: str,
+    *,
+    rank: tuple[str, str, str] = ("node", "0", "0"),
+    attempt: str = "0",
+) -> ProcessRecord:
     labels = {
         v.LABEL_JOBSET_NAME: NAME,
         v.LABEL_JOB_ID: "ft-7",
         v.LABEL_SUBMISSION: "1",
         v.POD_LABEL_ADMISSION: admission,
+        REPLICATED_JOB_NAME: rank[0],
+        JOB_INDEX: rank[1],
+        COMPLETION_INDEX: rank[2],
+        RESTART_ATTEMPT: attempt,
     }
     return ProcessRecord(serial, NS, pod, uid, "n1", labels, start, stop)
 
@@ -209,6 +274,72 @@ PODS_CREATED = {
 def test_overlaps_by_admission(processes: list[ProcessRecord], overlaps: int) -> None:
     attributed = invariants.attribute(processes, PODS_CREATED, ADMISSIONS)
     assert len(invariants.overlaps_by_admission(attributed)) == overlaps
+
+
+@pytest.mark.parametrize(
+    ("processes", "found"),
+    [
+        # one execution, two pods of one rank at once: upstream's H1 (a replacement beside an evicted pod)
+        ([process(0, "p1", "u1", 0, 20, "1"), process(1, "p1b", "u1b", 10, None, "1")], 1),
+        ([process(0, "p1", "u1", 0, 10, "1"), process(1, "p1b", "u1b", 10, None, "1")], 0),
+        # two ranks at once are the job itself
+        ([process(0, "p1", "u1", 0, 20, "1"), process(1, "p1b", "u1b", 10, None, "1", rank=("node", "0", "1"))], 0),
+        # a container restart is one pod
+        ([process(0, "p1", "u1", 0, 5, "1"), process(1, "p1", "u1", 4, None, "1")], 0),
+        # across executions too
+        ([process(0, "p1", "u1", 0, 30, "1"), process(1, "p2", "u2", 25, None, "2")], 1),
+    ],
+)
+def test_rank_overlaps(processes: list[ProcessRecord], found: int) -> None:
+    created = {**PODS_CREATED, "u1b": PodCreated(12, NS, "p1b", "u1b", NAME)}
+    attributed = invariants.attribute(processes, created, ADMISSIONS)
+    assert len(invariants.rank_overlaps(attributed)) == found
+
+
+@pytest.mark.parametrize(
+    ("second", "found"),
+    [
+        (process(1, "p1b", "u1b", 10, None, "1", rank=("launcher", "0", "0"), attempt="1"), 1),
+        (process(1, "p1b", "u1b", 20, None, "1", rank=("launcher", "0", "0"), attempt="1"), 0),
+        (process(1, "p1b", "u1b", 10, None, "1", rank=("launcher", "0", "0"), attempt="0"), 0),
+    ],
+)
+def test_attempt_overlaps(second: ProcessRecord, found: int) -> None:
+    """Hazard H2: one execution runs two JobSet restart attempts at once (different ranks)."""
+    created = {**PODS_CREATED, "u1b": PodCreated(12, NS, "p1b", "u1b", NAME)}
+    attributed = invariants.attribute([process(0, "p1", "u1", 0, 20, "1"), second], created, ADMISSIONS)
+    assert len(invariants.attempt_overlaps(attributed)) == found
+
+
+def _at(revision: int, user: str, old: str | None, new: str, lab_time: float) -> TrainJobWrite:
+    return TrainJobWrite(revision, "MODIFIED", NS, NAME, "uid-1", user, 9, old, new, True, False, lab_time)
+
+
+@pytest.mark.parametrize(
+    ("stop", "found"),
+    [(None, 1), (25.0, 1), (20.0, 0), (15.0, 0)],
+    ids=["still running", "stops after the admission", "stops at the admission", "stopped before"],
+)
+def test_an_admission_while_an_earlier_execution_runs_is_reported(stop: float | None, found: int) -> None:
+    """Even if no process of the new execution ever starts beside it (a Job with podReplacementPolicy Failed
+    keeps the index until the old pod is gone): the admission itself came too early."""
+    admissions = [_at(10, "caller-0", None, "1", 0.0), _at(20, "caller-0", "1", "2", 20.0)]
+    attributed = invariants.attribute([process(0, "p1", "u1", 1.0, stop, "1")], PODS_CREATED, admissions)
+    assert len(invariants.early_admissions(attributed, admissions)) == found
+
+
+def test_labels_are_judged_as_the_pod_was_created() -> None:
+    """A person removed the pod's labels after the process started (to take it out of its controller): the
+    rank and the admission label are the ones it was created with, so the edit neither hides nor invents."""
+    relabelled = process(0, "p2", "u2", 10, None, "2")
+    relabelled.labels = {}
+    identity = PodIdentity.of(
+        {v.LABEL_JOBSET_NAME: NAME, v.POD_LABEL_ADMISSION: "2"}, {REPLICATED_JOB_NAME: "node", JOB_INDEX: "0"}
+    )
+    created = {"u2": PodCreated(21, NS, "p2", "u2", NAME, identity)}
+    attributed = invariants.attribute([relabelled], created, ADMISSIONS)
+    assert attributed[0].rank == (NAME, "node", "0", "")
+    assert invariants.label_mismatches(attributed, forged=()) == []
 
 
 def test_pods_created_before_any_admission_and_forged_labels_are_reported() -> None:

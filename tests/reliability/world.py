@@ -16,15 +16,36 @@ The model's actors:
   the same name (a namesake whose old pods may linger);
 * the API: faults (500, 429, 504, 409, 410, dropped connections, hangs past the client's timeout) on one
   request of one caller, and answers lost after the write was applied;
+* slow controllers (`delay`): the next request of one kind of one controller (the Job controller's pod
+  creations, Trainer's server-side apply of the JobSet, JobSet's Job creations and updates, status writes, the
+  kubelet's, the scheduler's bindings, the garbage collector's deletions) is held in the API server
+  (`lab.delays`) and released a few steps later, or answered 504 unapplied once 60 s of lab time passed;
+* third parties: a person who removes labels from a pod (the usual way to take one out of its controller;
+  `detach` also removes the Job's own selector labels, which makes the Job controller release the pod), who
+  force-deletes pods (grace 0) of an object dispatch has held, who suspends a running TrainJob with a plain
+  patch, and who resumes what they suspended (only once nothing of it runs, and only if dispatch has not acted
+  on it since);
+* long partitions (`partition`): a node lost long enough for taint eviction (300 s toleration) and the Job
+  controller's replacement (hazard H1);
+* Kueue mode (profile `kueue`): odd-numbered TrainJobs carry the queue-name label, Kueue admits them through
+  dispatch's admission check controller, which crashes and restarts (`crash_admission_controller`), and
+  Kueue preempts them (`preempt`);
 * time: `advance` moves lab time, the healthy kubelets heartbeating all along.
+
+The runtime (profile `runtime`): `safe` sets `podReplacementPolicy: Failed` on every replicated job's Job
+template and, where the JobSet has a failure policy with restarts, `restartStrategy: BlockingRecreate` (what
+dispatch's runtime policy asks for, DESIGN §3.7); `upstream` sets neither: the negative control of hazards H1 and
+H2. Each world draws one or two replicated jobs and whether the JobSet restarts failed Jobs (with `backoffLimit:
+0`, so that a failing process fails its Job and the JobSet restarts).
 
 The negative control's hostile rules break P: taint a running machine's node (frozen, partitioned or NotReady),
 or delete the Node of a running machine. The recorder must then see an overlap: that is what the promise
 depends on.
 
 After every step the lab is settled and the invariants (`invariants.py`) are checked; `converge()` ends a
-schedule by fencing every failed node as the operator would, and requires every live TrainJob to be admitted
-exactly once more: nothing is lost.
+schedule by releasing every held request, fencing every failed node as the operator would, and requires every
+live TrainJob to be admitted exactly once more, within bounded attempts with lab time passing between them (a
+release may be refused, retryably, while a hold settles): nothing is lost.
 """
 
 from __future__ import annotations
@@ -41,18 +62,30 @@ from kubernetes.client import ApiException
 from airflow_provider_dispatch.dispatch import vocabulary as v
 from airflow_provider_dispatch.dispatch.errors import ForbiddenError
 from airflow_provider_dispatch.lab import manifests
+from airflow_provider_dispatch.lab.client import ApiStatusError
+from airflow_provider_dispatch.lab.clock import parse_timestamp
 from airflow_provider_dispatch.lab.controllers import workload
 from airflow_provider_dispatch.lab.controllers.kubelet import MachineUnavailable
+from airflow_provider_dispatch.lab.delays import DelayRule
 from airflow_provider_dispatch.lab.faults import FaultInjector, FaultRule
 from airflow_provider_dispatch.lab.overlap import ProcessRecord
 
 from . import invariants
 from .callers import Callers, Outcome, PlannedCall
-from .harness import CALLERS, HOSTILE, ReliabilityLab, WriteBarrier, is_trainjob_put, lose_the_answer, user_of
+from .harness import (
+    ADMISSION_CONTROLLER,
+    CALLERS,
+    HOSTILE,
+    ReliabilityLab,
+    WriteBarrier,
+    is_trainjob_put,
+    lose_the_answer,
+    user_of,
+)
+from .kueue_mode import NAMESPACE, KueueMode
 from .schedule import READER, Step
 
 Obj = dict[str, Any]
-NAMESPACE = "rel"
 RUNTIME = "rt"
 ZONE_LABEL = "topology.kubernetes.io/zone"
 ZONE = "rel-zone"
@@ -75,6 +108,51 @@ FAULT_TARGETS = {
 }
 HANG_SECONDS = 0.6
 ON = ("ready", "not-ready", "frozen", "lost")
+#: a delay target: (User-Agent prefix, verbs, resources, subresource: "" main resource, None either)
+DELAY_TARGETS: dict[str, tuple[str, frozenset[str], frozenset[str], str | None]] = {
+    "job:create-pods": ("dispatch-lab/job-controller", frozenset({"create"}), frozenset({"pods"}), ""),
+    "job:delete-pods": ("dispatch-lab/job-controller", frozenset({"delete"}), frozenset({"pods"}), ""),
+    "job:patch-pods": ("dispatch-lab/job-controller", frozenset({"patch"}), frozenset({"pods"}), ""),
+    "job:status": ("dispatch-lab/job-controller", frozenset({"update", "patch"}), frozenset({"jobs"}), "status"),
+    "jobset:create-jobs": ("dispatch-lab/jobset-controller", frozenset({"create"}), frozenset({"jobs"}), ""),
+    "jobset:update-jobs": ("dispatch-lab/jobset-controller", frozenset({"update"}), frozenset({"jobs"}), ""),
+    "jobset:delete-jobs": ("dispatch-lab/jobset-controller", frozenset({"delete"}), frozenset({"jobs"}), ""),
+    "jobset:status": ("dispatch-lab/jobset-controller", frozenset({"update"}), frozenset({"jobsets"}), "status"),
+    "trainer:apply": ("dispatch-lab/trainer-controller", frozenset({"patch"}), frozenset({"jobsets"}), ""),
+    "trainer:status": ("dispatch-lab/trainer-controller", frozenset({"patch"}), frozenset({"trainjobs"}), "status"),
+    "kubelet:status": ("kubelet", frozenset({"patch", "update"}), frozenset({"pods"}), "status"),
+    "scheduler:bind": ("default-scheduler", frozenset({"create"}), frozenset({"pods"}), "binding"),
+    "gc:delete": ("dispatch-lab/garbage-collector", frozenset({"delete"}), frozenset(), None),
+    "kueue:trainjob": ("kueue-job-controller", frozenset({"update", "patch"}), frozenset({"trainjobs"}), ""),
+    "kueue:workload-status": ("kueue", frozenset({"update", "patch"}), frozenset({"workloads"}), "status"),
+    "admission-controller:trainjob": ("", frozenset({"update"}), frozenset({"trainjobs"}), ""),
+}
+WRITES = frozenset({"create", "update", "patch", "delete"})
+#: the controllers a `stall` holds the writes of (schedule.STALL_CHOICES)
+STALLS: dict[str, tuple[str, ...]] = {
+    "trainer": ("trainer-controller",),
+    "jobset": ("jobset-controller",),
+    "job": ("job-controller",),
+    "trainer+jobset": ("trainer-controller", "jobset-controller"),
+    "jobset+job": ("jobset-controller", "job-controller"),
+    "all": ("trainer-controller", "jobset-controller", "job-controller"),
+}
+JOB_NAME_LABELS = ("batch.kubernetes.io/job-name", "job-name")
+SELECTOR_LABELS = ("batch.kubernetes.io/controller-uid", "controller-uid")
+#: the labels a person removes to take a pod out of its controller, by variant (schedule.RELABEL_VARIANTS)
+RELABEL_KEYS: dict[str, tuple[str, ...]] = {
+    "dispatch": (v.LABEL_JOB_ID, v.LABEL_SUBMISSION, v.POD_LABEL_ADMISSION),
+    "jobset": (v.LABEL_JOBSET_NAME,),
+    "all": (v.LABEL_JOBSET_NAME, v.LABEL_JOB_ID, v.LABEL_SUBMISSION, v.POD_LABEL_ADMISSION, *JOB_NAME_LABELS),
+    "detach": (
+        v.LABEL_JOBSET_NAME,
+        v.LABEL_JOB_ID,
+        v.LABEL_SUBMISSION,
+        v.POD_LABEL_ADMISSION,
+        *JOB_NAME_LABELS,
+        *SELECTOR_LABELS,
+    ),
+}
 
 
 @dataclass
@@ -90,6 +168,12 @@ class ObjectModel:
     admission: str | None = None
     finished: str | None = None
     forged: bool = False
+    held_at: str | None = None
+    """A when a dispatch hold of this instance last returned (None: not since the last admission)."""
+    third_party_suspended: bool = False
+    """A third party suspended it while it ran, and dispatch has not acted on it since."""
+    queue: str | None = None
+    """Kueue mode: the LocalQueue it is submitted to."""
 
     @property
     def ref(self) -> str:
@@ -101,6 +185,8 @@ class ObjectModel:
         )
         body["metadata"]["namespace"] = NAMESPACE
         body["spec"]["runtimeRef"]["kind"] = "ClusterTrainingRuntime"
+        if self.queue is not None:
+            body["metadata"]["labels"][v.LABEL_KUEUE_QUEUE_NAME] = self.queue
         return body
 
 
@@ -114,6 +200,20 @@ class NodeModel:
 
 
 @dataclass
+class PendingDelay:
+    """A `delay` step's rule: it holds the next matching request (if one comes within `armed` steps); the held
+    request is released `steps` steps after it was caught (unless the request timeout answered it first)."""
+
+    rule: DelayRule
+    target: str
+    steps: int
+    armed: int = 8
+    """Steps the rule waits for a matching request before it is dropped."""
+    stall: bool = False
+    """A stall holds every matching request from the start for `steps` steps (it does not wait for one)."""
+
+
+@dataclass
 class World:
     rlab: ReliabilityLab
     profile_nodes: int
@@ -124,7 +224,11 @@ class World:
     log: list[str] = field(default_factory=list)
     nodes: list[NodeModel] = field(default_factory=list)
     objects: list[ObjectModel] = field(default_factory=list)
+    runtime: str = "safe"
+    kueue: KueueMode | None = None
+    pending: list[PendingDelay] = field(default_factory=list)
     _checked_writes: int = 0
+    _checked_admissions: int = 0
     _callers: Callers | None = None
 
     # --- set-up ------------------------------------------------------------------------------------------
@@ -134,25 +238,52 @@ class World:
         self.core = kubernetes.client.CoreV1Api(api)
         self.custom = kubernetes.client.CustomObjectsApi(api)
         self.hostile = kubernetes.client.CustomObjectsApi(self.rlab.api(HOSTILE))
+        self.hostile_core = kubernetes.client.CoreV1Api(self.rlab.api(HOSTILE))
         self.core.create_namespace({"metadata": {"name": NAMESPACE}})
-        runtime = manifests.cluster_training_runtime(RUNTIME, grace_seconds=self.params["grace_seconds"])
-        template = runtime["spec"]["template"]["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]
-        template.setdefault("metadata", {})["annotations"] = {
-            workload.TERMINATION_SECONDS: str(self.params["termination_seconds"])
-        }
-        self.custom.create_cluster_custom_object(*TRAINER, "clustertrainingruntimes", runtime)
+        self.custom.create_cluster_custom_object(*TRAINER, "clustertrainingruntimes", self.runtime_manifest())
         for _ in range(self.profile_nodes):
             self._add_node()
         for index in range(self.objects_count):
             letter = "abcdefgh"[index]
             self.objects.append(ObjectModel(index, f"tj-{letter}", f"job-{letter}", self.params["num_nodes"][index]))
+        if self.kueue is not None:
+            self.kueue.setup(self)
         self._callers = Callers(self.rlab, CALLER_KINDS, CALLER_OPTIONS)
         self.rlab.settle()
         return self
 
+    def runtime_manifest(self) -> Obj:
+        """The world's ClusterTrainingRuntime (module docstring): one or two replicated jobs, a failure policy
+        with restarts or none, and the Job settings of the profile's runtime (`safe` or `upstream`)."""
+        runtime = manifests.cluster_training_runtime(RUNTIME, grace_seconds=self.params["grace_seconds"])
+        spec = runtime["spec"]["template"]["spec"]
+        if int(self.params.get("replicated_jobs", 1)) == 2:
+            launcher = copy.deepcopy(spec["replicatedJobs"][0])
+            launcher["name"] = "launcher"
+            launcher["template"].pop("metadata", None)  # not the trainer step: one pod, whatever numNodes says
+            spec["replicatedJobs"].append(launcher)
+        restarts = bool(self.params.get("failure_policy", False))
+        for job in spec["replicatedJobs"]:
+            job_spec = job["template"]["spec"]
+            if self.runtime == "safe":
+                job_spec["podReplacementPolicy"] = "Failed"
+            if restarts:
+                job_spec["backoffLimit"] = 0  # a failing process fails its Job: the JobSet restarts
+            job_spec["template"].setdefault("metadata", {})["annotations"] = {
+                workload.TERMINATION_SECONDS: str(self.params["termination_seconds"])
+            }
+        if restarts:
+            policy: Obj = {"maxRestarts": 3}
+            if self.runtime == "safe":
+                policy["restartStrategy"] = "BlockingRecreate"
+            spec["failurePolicy"] = policy
+        return runtime
+
     def close(self) -> None:
         if self._callers is not None:
             self._callers.close()
+        if self.kueue is not None:
+            self.kueue.close()
 
     @property
     def callers(self) -> Callers:
@@ -172,16 +303,67 @@ class World:
         rule = getattr(self, f"rule_{step.rule}")
         outcomes: list[Outcome] = []
         before = len(self.violations)  # a rule may find a violation of its own (a retry that wrote again)
+        released = self._tick_delays()
+        if self.kueue is not None:
+            self.kueue.tick(self)
         done = rule(step, outcomes)
+        self.stats[f"drawn {step.rule}"] += 1
         self.stats["steps"] += 1
         self.stats["steps skipped" if done is False else f"rule {step.rule}"] += 1
         self.rlab.settle()
         self.refresh()
+        self._note(outcomes)
         found = self.check(outcomes)
+        self.log.extend(f"  released the held request {r}" for r in released)
         self.log.append(f"{step}{' (skipped)' if done is False else ''}")
         self.log.extend(f"    {o.describe()}" for o in outcomes)
         self.violations.extend(f"after {step}: {problem}" for problem in found)
         return self.violations[before:]
+
+    def _note(self, outcomes: Iterable[Outcome]) -> None:
+        """What the third parties' preconditions need to know of dispatch's operations."""
+        by_ref = {o.ref: o for o in self.objects}
+        for outcome in outcomes:
+            obj = by_ref.get(outcome.target)
+            if obj is None or outcome.operation not in ("hold", "release", "open"):
+                continue
+            obj.third_party_suspended = False  # dispatch acted on it: a third party's resume would bypass it
+            if outcome.operation == "hold" and outcome.error is None and outcome.execution is not None:
+                obj.held_at = str(outcome.execution.admission)
+
+    def _tick_delays(self) -> list[str]:
+        """Before each step: a `delay` rule that caught its request counts down, and at zero the request is
+        released (unless the request timeout answered it meanwhile); a rule that caught nothing within
+        `ARMED_STEPS` steps is dropped. Returns what was released."""
+        released: list[str] = []
+        delays = self.rlab.delays
+        for pending in list(self.pending):
+            if pending.rule.caught == 0 and not pending.stall:
+                pending.armed -= 1
+                if pending.armed <= 0:
+                    self.pending.remove(pending)
+                    self.rlab.lab.call(lambda rule=pending.rule: delays.remove(rule))
+                    self.stats[f"delay {pending.target} caught nothing"] += 1
+                continue
+            pending.steps -= 1
+            if pending.steps > 0:
+                continue
+            self.pending.remove(pending)
+
+            def release(rule: DelayRule = pending.rule) -> tuple[list[str], int]:
+                delays.remove(rule)
+                held = [r for r in delays.held if r.rule is rule]
+                delays.release(rule)
+                timed_out = sum(1 for r in delays.requests if r.rule is rule and r.outcome == "timed out")
+                return [r.describe() for r in held if r.outcome == "released"], timed_out
+
+            done, timed_out = self.rlab.lab.call(release)
+            self.stats[f"delay {pending.target} released"] += len(done)
+            self.stats[f"delay {pending.target} timed out"] += timed_out
+            released += done
+        if released:
+            self.rlab.settle()
+        return released
 
     def refresh(self) -> None:
         for obj in self.objects:
@@ -193,9 +375,14 @@ class World:
                 obj.exists, obj.uid, obj.suspended, obj.admission, obj.finished = False, None, None, None, None
                 continue
             obj.exists = True
+            if obj.uid != live["metadata"]["uid"]:
+                obj.held_at, obj.third_party_suspended = None, False  # a namesake: nothing of the old one holds
             obj.uid = live["metadata"]["uid"]
             obj.suspended = live["spec"].get("suspend")
-            obj.admission = (live["metadata"].get("annotations") or {}).get(v.ANNOTATION_ADMISSION)
+            admission = (live["metadata"].get("annotations") or {}).get(v.ANNOTATION_ADMISSION)
+            if admission != obj.admission:
+                obj.held_at = None  # a new execution: no dispatch hold of it yet
+            obj.admission = admission
             conditions = (live.get("status") or {}).get("conditions") or []
             done = [c["type"] for c in conditions if c.get("type") in ("Complete", "Failed") and c["status"] == "True"]
             obj.finished = done[0] if done else None
@@ -209,20 +396,28 @@ class World:
     def check(self, outcomes: Iterable[Outcome] = ()) -> list[str]:
         book = self.rlab.book
         found: list[str] = []
+        queued_refs = {o.ref for o in self.objects if o.queue is not None}
         for outcome in outcomes:
             outcome.calls = self.rlab.journal.between(outcome.start, outcome.end, outcome.caller)
-            found += invariants.outcome_violations(outcome, book.writes)
+            found += invariants.outcome_violations(outcome, book.writes, kueue=outcome.target in queued_refs)
             self._count(outcome)
         found += invariants.unchecked_admissions(outcomes, book.writes)
-        new_writes = book.writes[self._checked_writes :]
-        self._checked_writes = len(book.writes)
-        found += invariants.admission_number_violations(new_writes)
+        writes = list(book.writes)
+        queued = [(NAMESPACE, o.name) for o in self.objects if o.queue is not None]
+        found += invariants.admission_number_violations(writes, self._checked_writes, queued)
+        self._checked_writes = len(writes)
         live = {(NAMESPACE, o.name): o.admission for o in self.objects if o.exists}
-        found += invariants.admissions_count_violations(book.writes, live)
+        found += invariants.admissions_count_violations(writes, live)
         for obj in self.objects:
             found += [o.describe() for o in self.rlab.sc.overlaps(NAMESPACE, obj.name)]
-        attributed = invariants.attribute(self.processes(), book.pods, book.writes)
+            found += [o.describe() for o in self.rlab.sc.rank_overlaps(NAMESPACE, obj.name)]
+            found += [o.describe() for o in self.rlab.sc.attempt_overlaps(NAMESPACE, obj.name)]
+        attributed = invariants.attribute(self.processes(), book.pods, writes)
         found += invariants.overlaps_by_admission(attributed)
+        found += invariants.early_admissions(attributed, writes[self._checked_admissions :])
+        self._checked_admissions = len(writes)
+        found += invariants.rank_overlaps(attributed)
+        found += invariants.attempt_overlaps(attributed)
         found += invariants.unadmitted_pods(attributed)
         found += invariants.label_mismatches(attributed, [o.name for o in self.objects if o.forged])
         found += [
@@ -357,10 +552,11 @@ class World:
 
     def _node(self, step: Step) -> NodeModel:
         """Node `node` (an index, modulo the nodes there are), or with `host=i` the node that runs object i's
-        first process (for directed schedules, which cannot know where the scheduler put a pod)."""
+        first process (of replicated job `rjob`, when given) (for directed schedules, which cannot know where the
+        scheduler put a pod)."""
         host = step.get("host")
         if host is not None:
-            running = self._running(self.objects[int(host) % len(self.objects)])
+            running = self._running(self.objects[int(host) % len(self.objects)], step.get("rjob"))
             by_name = {n.name: n for n in self.nodes}
             if running and running[0].node in by_name:
                 return by_name[running[0].node]
@@ -473,12 +669,16 @@ class World:
         self.stats["hostile node deletions"] += 1
         return True
 
-    def _running(self, obj: ObjectModel) -> list[ProcessRecord]:
-        running = [p for p in self.processes() if p.trainjob == obj.name and p.running]
+    def _running(self, obj: ObjectModel, rjob: str | None = None) -> list[ProcessRecord]:
+        running = [
+            p
+            for p in self.processes()
+            if p.trainjob == obj.name and p.running and (rjob is None or p.created.replicated_job == rjob)
+        ]
         return sorted(running, key=lambda p: (p.pod.rsplit("-", 1)[0], p.serial))
 
     def _exit(self, step: Step, code: int) -> bool:
-        running = self._running(self._obj(step))
+        running = self._running(self._obj(step), step.get("rjob"))
         if not running:
             return False
         process = running[int(step.get("pick", 0)) % len(running)]
@@ -582,11 +782,265 @@ class World:
         obj.submission += 1  # `forged` stays: the old instance's pods keep their forged labels
         return True
 
+    # --- the misbehaving cluster: slow controllers, third parties, long partitions -------------------------------
+
+    def rule_delay(self, step: Step, outcomes: list[Outcome]) -> bool:
+        """Hold the next request of one kind of one controller in the API server; release it `steps` steps
+        later, unless 60 s of lab time pass first (then it is answered 504 and not applied: `lab.delays`)."""
+        target = str(step.get("target"))
+        agent, verbs, resources, subresource = DELAY_TARGETS[target]
+        if target.startswith(("kueue", "admission-controller")) and self.kueue is None:
+            return False
+        user = ADMISSION_CONTROLLER if target == "admission-controller:trainjob" else None
+        rule = DelayRule(agent, verbs, resources, subresource, namespace=NAMESPACE, count=1, user=user)
+        self.rlab.lab.call(lambda: self.rlab.delays.add(rule))
+        self.pending.append(PendingDelay(rule, target, max(int(step.get("steps")), 1)))
+        self.stats[f"delay {target} armed"] += 1
+        return True
+
+    def rule_stall(self, step: Step, outcomes: list[Outcome]) -> bool:
+        """The workload controllers' writes queue in the API server for a while (API Priority and Fairness
+        queueing their flow, a slow webhook): every write of the chosen controllers in the namespace is held
+        and released `steps` steps later, or answered 504 unapplied after 60 s of lab time (`lab.delays`).
+        dispatch meanwhile sees what they last wrote."""
+        controllers = STALLS[str(step.get("controllers"))]
+        steps = max(int(step.get("steps")), 1)
+        for controller in controllers:
+            agent = f"dispatch-lab/{controller}"
+            rule = DelayRule(agent, WRITES, frozenset(), None, namespace=NAMESPACE, count=None)
+            self.rlab.lab.call(lambda rule=rule: self.rlab.delays.add(rule))
+            self.pending.append(PendingDelay(rule, f"stall {controller}", steps, armed=0, stall=True))
+        self.stats[f"stall {step.get('controllers')}"] += 1
+        return True
+
+    def _pods(self, obj: ObjectModel) -> list[Obj]:
+        """The pods in the API that were created for `obj`'s name (by the ledger: their labels may be gone)."""
+        created = self.rlab.book.pods
+        listed = self.core.list_namespaced_pod(NAMESPACE).items
+        pods = [
+            p
+            for p in (self.core.api_client.sanitize_for_serialization(item) for item in listed)
+            if (c := created.get(p["metadata"]["uid"])) is not None and c.trainjob == obj.name
+        ]
+        return sorted(pods, key=lambda p: str(p["metadata"]["name"]))
+
+    def rule_relabel(self, step: Step, outcomes: list[Outcome]) -> bool:
+        """A person removes labels from one of the object's pods (to take it out of its controller and look at
+        it). `detach` also removes the Job's selector labels, so the Job controller releases the pod; a person
+        does that to a pod the Job already deletes, of a held TrainJob (on a running pod the Job would start a
+        replacement beside it at once: a second process of that rank by the person's own doing, which no
+        admission check can stop)."""
+        obj = self._obj(step)
+        variant = str(step.get("variant"))
+        pods = self._pods(obj)
+        if variant == "detach":
+            pods = [p for p in pods if p["metadata"].get("deletionTimestamp") and obj.suspended is True]
+        if not pods:
+            return False
+        pod = pods[int(step.get("pick", 0)) % len(pods)]
+        present = [key for key in RELABEL_KEYS[variant] if key in (pod["metadata"].get("labels") or {})]
+        if not present:
+            return False
+        patch = {"metadata": {"labels": dict.fromkeys(present)}}
+        try:
+            self.hostile_core.patch_namespaced_pod(pod["metadata"]["name"], NAMESPACE, patch)
+        except ApiException as error:
+            if error.status != 404:
+                raise
+            return False
+        self.stats[f"relabel {variant}"] += 1
+        return True
+
+    def rule_force_delete(self, step: Step, outcomes: list[Outcome]) -> bool:
+        """A person force-deletes one of the object's pods (grace 0), after dispatch held the object's current
+        execution: force-deleting a pod that no hold has seen is outside the promise (docs/reliability.md)."""
+        return self._force_delete(step, stuck=False)
+
+    def rule_force_delete_stuck(self, step: Step, outcomes: list[Outcome]) -> bool:
+        """The usual reason to force-delete: a pod stuck Terminating on a node that went silent (frozen or cut
+        off), deleted by a person after dispatch held the object's current execution."""
+        return self._force_delete(step, stuck=True)
+
+    def _force_delete(self, step: Step, *, stuck: bool) -> bool:
+        obj = self._obj(step)
+        if not obj.exists or obj.suspended is not True or obj.held_at is None or obj.held_at != obj.admission:
+            return False
+        pods = self._pods(obj)
+        if stuck:
+            silent = {n.name for n in self.nodes if n.machine in ("frozen", "lost") and not n.deleted}
+            pods = [
+                p
+                for p in pods
+                if p["metadata"].get("deletionTimestamp") and (p.get("spec") or {}).get("nodeName") in silent
+            ]
+        if not pods:
+            return False
+        pod = pods[int(step.get("pick", 0)) % len(pods)]
+        try:
+            self.hostile_core.delete_namespaced_pod(pod["metadata"]["name"], NAMESPACE, grace_period_seconds=0)
+        except ApiException as error:
+            if error.status != 404:
+                raise
+            return False
+        self.stats["force deletions (stuck pods)" if stuck else "force deletions"] += 1
+        return True
+
+    def rule_crafted_name(self, step: Step, outcomes: list[Outcome]) -> bool:
+        """A caller is given a crafted name (a DAG's templated value, a user's input): dispatch must refuse it
+        before any request is sent, so that it never becomes another selector or path (DESIGN §3.3)."""
+        caller = int(step.get("caller"))
+        operation = str(step.get("operation"))
+        value = CRAFTED_NAMES[int(step.get("pick", 0)) % len(CRAFTED_NAMES)]
+        who = self.callers[caller]
+        if operation == "find":
+            value = CRAFTED_JOB_IDS[int(step.get("pick", 0)) % len(CRAFTED_JOB_IDS)]
+            outcome = who.invoke(self.rlab, "find", NAMESPACE, value, target=f"{NAMESPACE}/*")
+        else:
+            outcome = who.invoke(self.rlab, operation, value)
+        outcomes.append(outcome)
+        outcome.calls = self.rlab.journal.between(outcome.start, outcome.end, outcome.caller)
+        if outcome.calls or outcome.error is None:
+            sent = "; ".join(c.describe() for c in outcome.calls[:3])
+            self.violations.append(
+                f"after {step}: the crafted name {value!r} was not refused before any request: "
+                f"{outcome.describe()} {sent}"
+            )
+        self.stats["crafted names refused"] += not outcome.calls and outcome.error is not None
+        return True
+
+    def rule_failure_recovery(self, step: Step, outcomes: list[Outcome]) -> bool:
+        """Kueue's failure recovery, first step (kubernetes-sigs/kueue v0.19, `pkg/controller/failurerecovery/
+        pod_termination_controller.go`; alpha, so the lab does not run it): a pod Terminating for a minute on a
+        node with the `unreachable` taint is marked Failed with condition `KueueFailureRecovery`, without proof
+        that its containers stopped. Upstream acts on pods annotated `kueue.x-k8s.io/safe-to-forcefully-delete`,
+        which dispatch refuses in runtimes; here a person annotated the pod by hand. (Its second step, the
+        force deletion, is the `force_delete` rule.) The step lets lab time pass, up to two minutes, until a
+        Terminating pod of the object on a silent machine qualifies (the taint comes 50 s after the node went
+        silent, the controller a minute after the deletion)."""
+        obj = self._obj(step)
+        silent = {n.name for n in self.nodes if n.machine in ("frozen", "lost") and not n.deleted}
+        waited = 0
+        while True:
+            unreachable = {n.metadata.name for n in self.core.list_node().items if _has_taint(n, UNREACHABLE_TAINT)}
+            now = self.rlab.now()
+            terminating = [
+                p
+                for p in self._pods(obj)
+                if p["metadata"].get("deletionTimestamp")
+                and (p.get("spec") or {}).get("nodeName") in silent | unreachable
+                and (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
+            ]
+            eligible = [
+                p
+                for p in terminating
+                if parse_timestamp(str(p["metadata"]["deletionTimestamp"])) + 60 <= now
+                and p["spec"]["nodeName"] in unreachable
+            ]
+            if eligible or not terminating or waited >= 120:
+                break
+            self._advance(10)
+            waited += 10
+        if not eligible:
+            return waited > 0
+        pod = eligible[int(step.get("pick", 0)) % len(eligible)]
+        condition = {
+            "type": v.CONDITION_KUEUE_FAILURE_RECOVERY,
+            "status": "True",
+            "reason": "KueueForcefullyDeleted",
+            "message": "Pod forcefully terminated after 60s grace period due to unreachable node",
+        }
+        body = {"status": {"phase": "Failed", "conditions": [condition]}}
+        try:
+            self.core.patch_namespaced_pod_status(pod["metadata"]["name"], NAMESPACE, body)
+        except ApiException as error:
+            if error.status != 404:
+                raise
+            return False
+        self.stats["pods marked Failed by failure recovery"] += 1
+        return True
+
+    def rule_slow_stop(self, step: Step, outcomes: list[Outcome]) -> bool:
+        """One running process will take this long to stop after SIGTERM (a checkpoint to flush; beyond the
+        grace period the kubelet kills it): the pods of one execution then stop at different times."""
+        running = [p for p in self._running(self._obj(step)) if p.pod]
+        if not running:
+            return False
+        process = running[int(step.get("pick", 0)) % len(running)]
+        try:
+            self.rlab.sc.set_termination_seconds(NAMESPACE, process.pod, float(step.get("seconds")))
+        except ApiStatusError as error:  # the pod object is gone (its process runs on behind a partition)
+            if error.code != 404:
+                raise
+            return False
+        self.stats["slow stops"] += 1
+        return True
+
+    def rule_third_party_suspend(self, step: Step, outcomes: list[Outcome]) -> bool:
+        """A person suspends a running TrainJob with a plain patch of spec.suspend, outside dispatch."""
+        obj = self._obj(step)
+        if not obj.exists or obj.suspended is not False or obj.queue is not None:
+            return False
+        try:
+            self.hostile.patch_namespaced_custom_object(
+                *TRAINER, NAMESPACE, "trainjobs", obj.name, {"spec": {"suspend": True}}
+            )
+        except ApiException as error:
+            if error.status != 404:
+                raise
+            return False
+        obj.third_party_suspended = True
+        self.stats["third-party suspensions"] += 1
+        return True
+
+    def rule_third_party_resume(self, step: Step, outcomes: list[Outcome]) -> bool:
+        """The person resumes what they suspended, once nothing of the TrainJob runs (they checked) and only if
+        dispatch has not acted on it since (or their resume would bypass dispatch's hold)."""
+        obj = self._obj(step)
+        if not obj.third_party_suspended or obj.suspended is not True or self._running(obj):
+            return False
+        try:
+            self.hostile.patch_namespaced_custom_object(
+                *TRAINER, NAMESPACE, "trainjobs", obj.name, {"spec": {"suspend": False}}
+            )
+        except ApiException as error:
+            if error.status != 404:
+                raise
+            return False
+        obj.third_party_suspended = False
+        self.stats["third-party resumptions"] += 1
+        return True
+
+    def rule_partition(self, step: Step, outcomes: list[Outcome]) -> bool:
+        """A node is cut off (its machine runs on) long enough for taint eviction (the 300 s toleration of the
+        `unreachable` taint) and the Job controller's replacement (hazard H1)."""
+        node = self._node(step)
+        if not self._may_fail(node) or node.machine == "lost":
+            return False
+        self._set_machine(node, "lost")
+        self.rlab.sc.advance(float(step.get("seconds")))
+        return True
+
+    def rule_crash_admission_controller(self, step: Step, outcomes: list[Outcome]) -> bool:
+        if self.kueue is None:
+            return False
+        return self.kueue.crash(self, int(step.get("steps")))
+
+    def rule_preempt(self, step: Step, outcomes: list[Outcome]) -> bool:
+        if self.kueue is None:
+            return False
+        return self.kueue.preempt(self, self._obj(step))
+
     # --- the end: nothing lost --------------------------------------------------------------------------------
 
-    def converge(self, attempts: int = 15) -> list[str]:
-        """Fence every failed node as the operator would, then every live TrainJob must be admitted once more."""
+    def converge(self, attempts: int = 20) -> list[str]:
+        """Release every held request, fence every failed node as the operator would, then every live TrainJob
+        must be admitted once more (Kueue mode: by Kueue, through the admission check)."""
         self.rlab.hooks.clear()
+        self.pending.clear()
+        released = self.rlab.lab.call(self.rlab.delays.clear)
+        self.stats["held requests released"] += released
+        if self.kueue is not None:
+            self.kueue.recover(self)
         for node in self.nodes:
             if node.deleted:
                 continue
@@ -603,7 +1057,10 @@ class World:
         for obj in self.objects:
             if not obj.exists or obj.finished:
                 continue
-            found += self._converge_one(obj, outcomes, attempts)
+            if obj.queue is not None and self.kueue is not None:
+                found += self.kueue.converge_one(self, obj, outcomes, attempts)
+            else:
+                found += self._converge_one(obj, outcomes, attempts)
         found += self.check(outcomes)
         self.violations.extend(f"at the end: {problem}" for problem in found)
         self.log.append("converge")
@@ -621,7 +1078,7 @@ class World:
             if hold.error is None:
                 break
             self._advance(5)
-        self._advance(60)
+        self._advance(HOLD_SETTLING_SECONDS)
         self.refresh()
         before = invariants._number(obj.admission)
         last: Outcome | None = None
@@ -643,15 +1100,48 @@ class World:
                     # another execution); the documented remedy is to remove that patch, as the user does here
                     self.stats["refused (foreign identity labels), patch removed"] += 1
                     continue
+                if self.runtime != "safe" and any(word in str(last.error) for word in RUNTIME_POLICY_WORDS):
+                    # the runtime policy (DESIGN §3.7) refuses the upstream defaults: the right answer here
+                    self.stats["converged (refused: unsafe runtime)"] += 1
+                    return []
                 return [f"{obj.ref}: the final release was refused: {last.describe()}"]
             self._advance(10)
         return [
-            f"{obj.ref}: not admitted again after {attempts} attempts (nothing may be lost): {last and last.describe()}"
+            f"{obj.ref}: not admitted again after {attempts} releases with 10 s of lab time between them (nothing "
+            f"may be lost); the last: {last and last.describe()}"
         ]
+
+
+UNREACHABLE_TAINT = "node.kubernetes.io/unreachable"
+#: names a caller may be handed that are not one token of their grammar (a selector or a path would change)
+CRAFTED_NAMES = (
+    "rel/tj-a,tj-b",
+    "rel/tj-a=x",
+    "rel/tj-a!=x",
+    "rel/TJ-A",
+    "rel/tj-a\n",
+    "rel/tj-a?watch=true",
+    "rel/tj-a%2Ftj-b",
+    "rel/-tj-a",
+    "rel,x/tj-a",
+    "rel/tj-a/status",
+)
+#: job ids that are not label values (a label value may have capitals and dots: those are valid)
+CRAFTED_JOB_IDS = ("job-a,x", "job a", "job-a\n", "-job-a", "job=a", "job-a!", "", "x" * 64)
+
+
+def _has_taint(node: Any, key: str) -> bool:
+    return any(t.key == key for t in (node.spec.taints or []))
 
 
 IDENTITY_CLAIM = "only dispatch's own runtime patch may set them"
 """The words of dispatch's refusal of a foreign runtime patch that sets the identity labels."""
+RUNTIME_POLICY_WORDS = ("podReplacementPolicy", "restartStrategy")
+"""What a refusal by the runtime policy names (the field to change)."""
+HOLD_SETTLING_SECONDS = 95.0
+"""Lab time converge lets pass after its hold before it releases: release may refuse, retryably, until 90 s of
+server time after the hold was recorded (DESIGN §3's fresh evidence); the release attempts then continue with
+10 s between them."""
 
 
 def _patch_labels(patch: Obj) -> Iterable[dict[str, str]]:

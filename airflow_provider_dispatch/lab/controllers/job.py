@@ -25,8 +25,17 @@ and the workload controllers above it depend on them:
 - Pod events resync the Job after `syncJobBatchPeriod` (1 s); Job creation and spec changes at once.
   Pods whose Job is gone or finished, or that have no controller, lose the finalizer through the orphan
   queue (`handleOrphanPod`, `cleanupPodFinalizers`).
+- Release of pods whose labels no longer match the Job's selector (`getPodsForJob` lists every pod of the
+  namespace and `ClaimPods`, `pkg/controller/controller_ref_manager.go` `ClaimObject` / `ReleasePod`,
+  kubernetes/kubernetes v1.34): a pod the Job controls whose labels someone edited so that `spec.selector`
+  (by default `batch.kubernetes.io/controller-uid=<job uid>`) no longer matches is released, unless the Job is
+  being deleted, by one strategic merge patch that deletes the owner reference and the tracking finalizer
+  (`GenerateDeleteOwnerRefStrategicMergeBytes`, with the pod's uid as precondition; 404 and 422 ignored). The
+  pod is then no longer the Job's: the Job counts it nowhere, replaces it if its index is missing, and nothing
+  deletes it any more (no owner for the garbage collector). A release that fails otherwise fails the sync,
+  which is retried.
 
-Not reproduced: adoption and release of pods by selector, `backoffLimitPerIndex`, `maxFailedIndexes`,
+Not reproduced: adoption of orphan pods by selector, `backoffLimitPerIndex`, `maxFailedIndexes`,
 `successPolicy`, pod failure policy rules, duplicate-index cleanup, `managedBy` beyond skipping, elastic
 Indexed Jobs, TTL after finished, events and metrics.
 """
@@ -59,6 +68,7 @@ from airflow_provider_dispatch.lab.controllers.objects import (
 from airflow_provider_dispatch.lab.controllers.queue_controller import QueueController, work
 from airflow_provider_dispatch.lab.controllers.work_queue import KeyedQueue
 from airflow_provider_dispatch.lab.kinds import JOB, POD
+from airflow_provider_dispatch.lab.schema_builtin import selector_matches
 
 Obj = dict[str, Any]
 BATCH_PERIOD = 1.0
@@ -173,6 +183,27 @@ class JobController(JobTracking, QueueController[Key]):
             if key_of(pod)[0] == namespace and (controller_of(pod) or {}).get("uid") == uid
         ]
 
+    async def _claim(self, job: Obj, pods: list[Obj]) -> list[Obj]:
+        """`ClaimPods` for the pods the Job controls: those its selector still matches; the others are released
+        (module docstring). Orphans are not adopted (not reproduced)."""
+        selector = (job.get("spec") or {}).get("selector")
+        if not isinstance(selector, dict):
+            return pods
+        claimed: list[Obj] = []
+        first_error: ApiStatusError | None = None
+        for pod in pods:
+            if selector_matches(selector, meta(pod).get("labels") or {}):
+                claimed.append(pod)
+            elif not jp.deleting(job):
+                try:
+                    await self.client.patch(POD, *key_of(pod), jp.release_patch(pod, job), patch_type="strategic")
+                except ApiStatusError as error:
+                    if not is_not_found(error) and error.code != 422:
+                        first_error = first_error or error
+        if first_error is not None:
+            raise first_error
+        return claimed
+
     async def sync_orphan(self, key: Key) -> None:
         """`handleOrphanPod`: drop the finalizer of a pod no unfinished Job controls."""
         pod = self.pods.get(*key)
@@ -201,7 +232,7 @@ class JobController(JobTracking, QueueController[Key]):
         status: Obj = job.setdefault("status", {})
         status.setdefault("uncountedTerminatedPods", {})
         satisfied = self.expectations.satisfied(key)
-        pods = self._pods_of(job)
+        pods = await self._claim(job, self._pods_of(job))
         ctx = SyncContext(
             key, job, pods, [p for p in pods if jp.is_active(p)], set(self.finalizer_expectations.get(key, ()))
         )

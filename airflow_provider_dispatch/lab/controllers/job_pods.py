@@ -68,6 +68,18 @@ def has_finalizer(pod: Mapping[str, Any]) -> bool:
     return TRACKING_FINALIZER in (meta(pod).get("finalizers") or ())
 
 
+def release_patch(pod: Mapping[str, Any], job: Mapping[str, Any]) -> Obj:
+    """`ReleasePod`'s strategic merge patch (`GenerateDeleteOwnerRefStrategicMergeBytes` with the tracking
+    finalizer): delete the Job's owner reference and the finalizer; the pod's uid is the precondition."""
+    return {
+        "metadata": {
+            "uid": meta(pod).get("uid"),
+            "ownerReferences": [{"$patch": "delete", "uid": meta(job).get("uid")}],
+            "$deleteFromPrimitiveList/finalizers": [TRACKING_FINALIZER],
+        }
+    }
+
+
 def only_replace_failed(job: Mapping[str, Any]) -> bool:
     spec = job.get("spec") or {}
     return spec.get("podReplacementPolicy") == "Failed" or spec.get("podFailurePolicy") is not None

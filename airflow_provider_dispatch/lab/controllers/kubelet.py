@@ -357,6 +357,7 @@ class Kubelet:
             labels=meta(run.pod).get("labels") or {},
             at=self.clock.now(),
             restart=run.restarts,
+            annotations=meta(run.pod).get("annotations") or {},
         )
         run.exit_now_applied = (meta(run.pod).get("annotations") or {}).get(EXIT_NOW)
         run.process = Process(self.clock, self.recorder, record, workload, self.spawn, lambda p: self._exited(run, p))

@@ -6,7 +6,12 @@
 2. `removeFailedCondition`; unless the TrainJob is finished, `reconcileObjects`: find the runtime
    (ClusterTrainingRuntime or TrainingRuntime, through the cache), build the JobSet (`trainer_build.py`)
    and server-side apply it with field owner `trainer` and `ForceOwnership`. An unsupported runtime kind
-   sets `Failed` (reason `TrainingRuntimeNotSupported`); a missing runtime is an error, retried.
+   sets `Failed` (reason `TrainingRuntimeNotSupported`); a missing runtime is an error, retried. A failed
+   apply (refused by a webhook, answered 504, a dropped connection) does not end the reconcile: upstream
+   keeps the error (`err = r.reconcileObjects(...)`, an event `TrainJobResourcesCreationFailed`), goes on,
+   and returns it joined with the status patch's (`errors.Join`), so the TrainJob's conditions are written
+   even though its JobSet was not (v2.3.0 `pkg/controller/trainjob_controller.go` `Reconcile`). So
+   `Suspended=True` can be reported while the JobSet still runs.
 3. `setSuspendedCondition`, then `setTrainJobStatus`: the JobSet's conditions and replicated-job counts,
    read through the cache (`plugins/jobset/jobset.go` `Status`).
 4. `reconcileDeadline`: past `spec.activeDeadlineSeconds` (counted from creation, or from the last resume)
@@ -39,7 +44,7 @@ from airflow_provider_dispatch.lab.controllers.objects import (
     meta,
     set_status_condition,
 )
-from airflow_provider_dispatch.lab.controllers.queue_controller import QueueController, RetryLater
+from airflow_provider_dispatch.lab.controllers.queue_controller import RETRYABLE, QueueController, RetryLater
 from airflow_provider_dispatch.lab.controllers.trainer_webhooks import TrainJobDefaulter, TrainJobValidator
 from airflow_provider_dispatch.lab.kinds import CLUSTER_TRAINING_RUNTIME, JOBSET, TRAINING_RUNTIME, TRAINJOB
 from airflow_provider_dispatch.lab.resources import default_registry
@@ -110,7 +115,7 @@ class TrainerController(QueueController[Key]):
         now = self.clock.timestamp()
         build.remove_failed_condition(status)
         trainjob["status"] = status
-        failure: Exception | None = None
+        failure: BaseException | None = None
         runtime_coords = self._runtime_coords(trainjob)
         if runtime_coords is None:
             ref = (trainjob.get("spec") or {}).get("runtimeRef") or {}
@@ -123,7 +128,7 @@ class TrainerController(QueueController[Key]):
         elif not build.is_finished(trainjob):
             try:
                 await self._reconcile_jobset(trainjob, runtime_coords)
-            except RetryLater as error:
+            except RETRYABLE as error:  # kept, the status is written anyway, then retried (module docstring)
                 failure = error
         build.set_suspended_condition(trainjob, status, now)
         jobset = self.jobsets.get(*key)

@@ -1,0 +1,431 @@
+"""The mutation gate (issue 15 item 5): remove each safety check in turn and let the randomized model find out.
+
+    python tests/reliability/mutation_gate.py                      # every mutant, one after the other
+    python tests/reliability/mutation_gate.py --jobs 2             # two mutants at once (2 cores)
+    python tests/reliability/mutation_gate.py --only fencing-vanished --schedules 80
+    python tests/reliability/mutation_gate.py --check              # only: does every snippet still match once?
+
+A mutant is a textual patch of dispatch's source, applied to a copy of the package in a temporary directory
+(never a switch in production code): `MUTANTS` below, one row per safety check, each (name, file, the exact
+original snippet, its replacement, why the check is there). A snippet that is not found exactly once is refused
+(the gate exits 2 before running anything), so a refactor cannot silently disable a mutant: update the row.
+
+For each mutant, the model (`runner.run_schedule`, the CI profile unless told otherwise) runs schedules `seed`,
+`seed + 1`, ... in a process whose `airflow_provider_dispatch` is the mutated copy, until one breaks an invariant
+that the same schedule does not break against the unmutated code (the baseline, run once per schedule and kept
+in the output directory): the mutant is then killed, by that schedule and that invariant. A mutant still alive
+after `--schedules` schedules survived: the model lacks the move that would show the check matters (a finding).
+Only the model kills: the directed tests do not count here.
+
+Output: a markdown table (for docs/reliability.md) on stdout and in `<out>/mutation-table.md`, and the same
+as JSON in `<out>/mutation-gate.json`. To add a mutant for a new check, add a row to `MUTANTS`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGE = "airflow_provider_dispatch"
+
+
+@dataclass(frozen=True)
+class Mutant:
+    name: str
+    file: str
+    """Relative to the package (`dispatch/selection.py`)."""
+    original: str
+    replacement: str
+    reason: str
+
+
+MUTANTS: tuple[Mutant, ...] = (
+    Mutant(
+        "selection-dispatch-labels",
+        "dispatch/selection.py",
+        "return self.in_namespace(pod) and (self.matches_dispatch_labels(pod) or self.matches_jobset_name(pod))",
+        "return self.in_namespace(pod) and self.matches_jobset_name(pod)",
+        "pods that lost the jobset-name label are found by job id and submission (DESIGN §3.3)",
+    ),
+    Mutant(
+        "selection-jobset-name",
+        "dispatch/selection.py",
+        "return self.in_namespace(pod) and (self.matches_dispatch_labels(pod) or self.matches_jobset_name(pod))",
+        "return self.in_namespace(pod) and self.matches_dispatch_labels(pod)",
+        "a rewritten or dropped runtime patch cannot hide pods from the jobset-name selection (DESIGN §3.3)",
+    ),
+    Mutant(
+        "terminating-blocks",
+        "dispatch/blocking.py",
+        "    if phase not in TERMINAL_PHASES:\n        return Blocking.NOT_FINISHED",
+        "    if phase not in TERMINAL_PHASES and field(pod, 'metadata', 'deletionTimestamp') is None:\n"
+        "        return Blocking.NOT_FINISHED",
+        "a Terminating pod's containers may still run until its kubelet confirms the end (DESIGN §3.4)",
+    ),
+    Mutant(
+        "kueue-failure-recovery",
+        "dispatch/blocking.py",
+        "if phase == PHASE_FAILED and condition_is_true(pod, CONDITION_KUEUE_FAILURE_RECOVERY):",
+        "if False:",
+        "Kueue's failure recovery writes Failed with no proof the containers stopped (DESIGN §3.4)",
+    ),
+    Mutant(
+        "hold-observed-suspended",
+        "dispatch/assessment.py",
+        "    if not condition_is_true(trainjob, CONDITION_SUSPENDED):\n        return (",
+        "    if False:\n        return (",
+        "until Trainer reports Suspended, Jobs may still create pods after the check (DESIGN §3.1)",
+    ),
+    Mutant(
+        "hold-observed-jobset-suspend",
+        "dispatch/assessment.py",
+        'if jobset is not None and field(jobset, "spec", "suspend") is not True:',
+        "if False:",
+        "until the JobSet is suspended, its Jobs may still create pods after the check (DESIGN §3.1)",
+    ),
+    Mutant(
+        "jobset-suspended-count",
+        "dispatch/assessment.py",
+        "unsuspended = _jobs_not_yet_suspended(jobset)",
+        "unsuspended: list[str] = []",
+        "a Job that has not seen the JobSet's suspend may still create a pod after the check (DESIGN §3.1)",
+    ),
+    Mutant(
+        "fencing-vanished",
+        "dispatch/fencing.py",
+        "return remaining + vanished_pods(execution_pods, namespace, listed, remaining, nodes)",
+        "return remaining",
+        "a recorded pod deleted while its node cannot confirm its end may still run (fencing.py)",
+    ),
+    Mutant(
+        "hold-record",
+        "dispatch/programs.py",
+        "yield from _replace(v.TRAINJOB, hold_body(trainjob, execution_pods.to_annotation()), str(obj.ref))",
+        "yield from _replace(v.TRAINJOB, hold_body(trainjob), str(obj.ref))",
+        "the hold records the execution's pods by node, so a later force deletion cannot hide them (fencing.py)",
+    ),
+    Mutant(
+        "cessation-taint",
+        "dispatch/nodes.py",
+        "return self.out_of_service and self.ready is not Readiness.TRUE",
+        "return self.ready is not Readiness.TRUE",
+        "a node that is merely not Ready may still run its pods; the taint is the operator's proof (DESIGN §4)",
+    ),
+    Mutant(
+        "cessation-not-ready",
+        "dispatch/nodes.py",
+        "return self.out_of_service and self.ready is not Readiness.TRUE",
+        "return self.out_of_service",
+        "a taint on a Ready node is a mistake, not proof: PodGC's own test (DESIGN §4)",
+    ),
+    Mutant(
+        "conditional-write",
+        "dispatch/programs.py",
+        "    body, execution = admission_body(trainjob, runtime)\n    try:\n",
+        "    body, execution = admission_body(trainjob, runtime)\n"
+        "    fresh = yield from read_trainjob(target)  # the write no longer depends on what was checked\n"
+        '    body["metadata"]["resourceVersion"] = v.field(fresh, "metadata", "resourceVersion")\n'
+        "    try:\n",
+        "the admitting write is conditional on the version that was checked, so a change after the check (another "
+        "caller's admission, a hold) makes it fail instead of admitting on stale facts (DESIGN §3.6)",
+    ),
+    Mutant(
+        "name-validation",
+        "dispatch/validation.py",
+        "    if pattern.fullmatch(value) is None:\n        raise",
+        "    if False:\n        raise",
+        "a name such as `a,b` must be refused, not turned into another selector or path (DESIGN §3.3)",
+    ),
+)
+
+#: the invariant a violation message belongs to (first match wins), for the table
+INVARIANTS: tuple[tuple[str, str], ...] = (
+    ("(both rank ", "two processes of one rank (recorder)"),
+    ("two processes of rank ", "two processes of one rank (ledger)"),
+    ("(restart attempts ", "two restart attempts at once (recorder)"),
+    ("ran restart attempts ", "two restart attempts at once (ledger)"),
+    (" overlaps rel/", "two executions at once (recorder)"),
+    (") overlaps ", "two executions at once (ledger)"),
+    ("label A=", "admission label (pod not labelled with its execution's A)"),
+    ("ran without any admission", "a pod with no admission before it"),
+    ("no complete read of the pods", "admission without a full check"),
+    ("was not read after the TrainJob", "admission without a full check"),
+    ("no successful read of TrainJob", "admission without a full check"),
+    ("admitted while ", "no admission while an earlier execution runs"),
+    ("raise A", "admission number A"),
+    ("A changed", "admission number A"),
+    (" raises", "admission number A"),
+    ("the hold was lifted", "admission number A"),
+    ("crafted name", "names refused before any request"),
+    ("read-only", "read-only adapter"),
+    ("outside DESIGN", "error classes"),
+    ("caller was told", "what callers were told"),
+    ("returned", "what callers were told"),
+    ("not admitted again", "nothing lost (converge)"),
+    ("final release", "nothing lost (converge)"),
+    ("crashed", "no lab controller crashed"),
+)
+
+
+def source_digest() -> str:
+    """A digest of dispatch's and the model's sources: a baseline kept for other sources is not reused."""
+    digest = hashlib.sha256()
+    for path in sorted([*(ROOT / PACKAGE).rglob("*.py"), *(ROOT / "tests" / "reliability").glob("*.py")]):
+        digest.update(path.read_bytes())
+    return digest.hexdigest()[:12]
+
+
+def invariant_of(violation: str) -> str:
+    return next((name for marker, name in INVARIANTS if marker in violation), "other")
+
+
+# --- applying a mutant --------------------------------------------------------------------------------------------
+
+
+class SnippetError(Exception):
+    """A mutant's original snippet is not found exactly once."""
+
+
+def check(mutant: Mutant, root: Path = ROOT) -> str:
+    """The mutated text of the mutant's file; SnippetError unless its snippet occurs exactly once."""
+    path = root / PACKAGE / mutant.file
+    text = path.read_text()
+    count = text.count(mutant.original)
+    if count != 1:
+        raise SnippetError(f"{mutant.name}: the snippet occurs {count} times in {PACKAGE}/{mutant.file}, not once")
+    return text.replace(mutant.original, mutant.replacement)
+
+
+def materialise(mutant: Mutant | None, into: Path) -> Path:
+    """A copy of the package and of the tests under `into` (the package mutated unless `mutant` is None);
+    returns the directory to put first on PYTHONPATH."""
+    target = into / PACKAGE
+    shutil.copytree(ROOT / PACKAGE, target, ignore=shutil.ignore_patterns("__pycache__"))
+    # the model too, so that editing it while the gate runs cannot change the later mutants' runs
+    shutil.copytree(ROOT / "tests", into / "tests", ignore=shutil.ignore_patterns("__pycache__", "mutation-gate*"))
+    if mutant is not None:
+        (target / mutant.file).write_text(check(mutant))
+    return into
+
+
+# --- running the model against one copy -----------------------------------------------------------------------------
+
+
+@dataclass
+class Run:
+    seed: int
+    failed: bool
+    violation: str
+    wall_seconds: float
+    steps: int
+    admissions: int
+
+
+def _worker(args: argparse.Namespace) -> int:
+    """In the mutant's process: run the schedules, one JSON line each, until told to stop by a failure."""
+    import airflow_provider_dispatch
+
+    where = Path(airflow_provider_dispatch.__file__).resolve()
+    expected = Path(os.environ["DISPATCH_MUTANT_ROOT"]).resolve()
+    if expected not in where.parents:
+        print(json.dumps({"error": f"imported {where}, not the copy under {expected}"}), flush=True)
+        return 3
+    copied = expected / "tests"
+    sys.path.insert(0, str(copied if copied.is_dir() else ROOT / "tests"))
+    from reliability.runner import run_schedule
+    from reliability.schedule import Profile
+
+    profile = Profile(name="gate", steps=args.steps, kueue=args.kueue)
+    for seed in args.seeds:
+        report = run_schedule(seed, profile)
+        run = Run(
+            seed,
+            report.failed,
+            report.violations[0] if report.violations else "",
+            report.wall_seconds,
+            report.executed,
+            report.admissions,
+        )
+        print(json.dumps(asdict(run)), flush=True)
+        if run.failed and args.stop_at_failure and seed not in args.baseline_failed:
+            break
+    return 0
+
+
+def run_copy(
+    mutant: Mutant | None,
+    seeds: Sequence[int],
+    options: argparse.Namespace,
+    baseline_failed: Sequence[int] | None = None,
+) -> list[Run]:
+    """Run the model on `seeds` in a subprocess importing a copy of the package (mutated unless None); with
+    `baseline_failed`, stop at the first failing schedule that is not one of those."""
+    with tempfile.TemporaryDirectory(prefix=f"mutant-{mutant.name if mutant else 'baseline'}-") as tmp:
+        root = materialise(mutant, Path(tmp))
+        env = {**os.environ, "PYTHONPATH": str(root), "DISPATCH_MUTANT_ROOT": str(root)}
+        command = [
+            sys.executable,
+            str(Path(__file__).resolve()),
+            "--worker",
+            "--steps",
+            str(options.steps),
+            "--seeds",
+            *map(str, seeds),
+        ]
+        if baseline_failed is not None:
+            command += ["--stop-at-failure", "--baseline-failed", *map(str, baseline_failed)]
+        command += ["--kueue"] if options.kueue else []
+        done = subprocess.run(command, env=env, cwd=tmp, capture_output=True, text=True, check=False)
+    runs = []
+    for line in done.stdout.splitlines():
+        if not line.startswith("{"):
+            continue
+        data = json.loads(line)
+        if "error" in data:
+            raise RuntimeError(data["error"])
+        runs.append(Run(**data))
+    stopped = bool(runs) and runs[-1].failed and baseline_failed is not None and runs[-1].seed not in baseline_failed
+    if len(runs) < len(seeds) and not stopped:
+        raise RuntimeError(
+            f"the model ran {len(runs)} of {len(seeds)} schedules ({done.returncode}): {done.stderr[-3000:]}"
+        )
+    return runs
+
+
+@dataclass
+class Verdict:
+    name: str
+    reason: str
+    killed: bool
+    schedules: int
+    """Schedules run until the kill (or all of them, for a survivor)."""
+    seed: int | None
+    invariant: str
+    violation: str
+    wall_seconds: float
+
+
+def judge(mutant: Mutant, baseline: dict[int, Run], options: argparse.Namespace) -> Verdict:
+    """Run the mutant's schedules until one fails that the baseline passes."""
+    seeds = [options.seed + i for i in range(options.schedules)]
+    failed = [seed for seed, run in baseline.items() if run.failed]
+    started = time.monotonic()
+    for position, run in enumerate(run_copy(mutant, seeds, options, failed), start=1):
+        if run.failed and run.seed not in failed:
+            return Verdict(
+                mutant.name,
+                mutant.reason,
+                True,
+                position,
+                run.seed,
+                invariant_of(run.violation),
+                run.violation[:400],
+                time.monotonic() - started,
+            )
+    return Verdict(mutant.name, mutant.reason, False, len(seeds), None, "", "", time.monotonic() - started)
+
+
+def table(verdicts: Sequence[Verdict], options: argparse.Namespace, baseline_failures: Sequence[int]) -> str:
+    lines = [
+        f"Mutation gate: the CI profile ({options.steps} steps{', Kueue mode' if options.kueue else ''}), "
+        f"schedules from seed {options.seed}, at most {options.schedules} per mutant"
+        + (f"; baseline failures (not counted): {list(baseline_failures)}" if baseline_failures else ""),
+        "",
+        "| mutant | check removed | schedules to first violation | invariant |",
+        "|---|---|---|---|",
+    ]
+    for verdict in verdicts:
+        first = f"{verdict.schedules} (seed {verdict.seed})" if verdict.killed else f"survived {verdict.schedules}"
+        lines.append(f"| `{verdict.name}` | {verdict.reason} | {first} | {verdict.invariant or '-'} |")
+    killed = sum(v.killed for v in verdicts)
+    lines += ["", f"{killed} of {len(verdicts)} mutants killed by the model."]
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--only", action="append", default=[], help="run this mutant (repeatable)")
+    parser.add_argument("--seed", type=int, default=20260807, help="the first schedule's seed (CI's)")
+    parser.add_argument("--schedules", type=int, default=40, help="schedules per mutant before it survives")
+    parser.add_argument("--steps", type=int, default=40, help="steps per schedule (CI: 40)")
+    parser.add_argument("--kueue", action="store_true", help="the Kueue profile (queued TrainJobs beside plain)")
+    parser.add_argument("--jobs", type=int, default=1, help="mutants run at once (default 1; 2 cores: 2)")
+    parser.add_argument("--out", type=Path, default=Path("mutation-gate"), help="where the table and JSON go")
+    parser.add_argument("--check", action="store_true", help="only check that every snippet matches once")
+    parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--seeds", type=int, nargs="*", default=[], help=argparse.SUPPRESS)
+    parser.add_argument("--stop-at-failure", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--baseline-failed", type=int, nargs="*", default=[], help=argparse.SUPPRESS)
+    options = parser.parse_args(argv)
+    if options.worker:
+        return _worker(options)
+
+    chosen = [m for m in MUTANTS if not options.only or m.name in options.only]
+    unknown = set(options.only) - {m.name for m in MUTANTS}
+    if unknown:
+        print(f"no such mutant: {sorted(unknown)}", file=sys.stderr)
+        return 2
+    problems = []
+    for mutant in chosen:
+        try:
+            check(mutant)
+        except SnippetError as error:
+            problems.append(str(error))
+    if problems:
+        print("refused: " + "; ".join(problems), file=sys.stderr)
+        return 2
+    if options.check:
+        print(f"{len(chosen)} mutants, every snippet found exactly once")
+        return 0
+
+    options.out.mkdir(parents=True, exist_ok=True)
+    seeds = [options.seed + i for i in range(options.schedules)]
+    mode = "-kueue" if options.kueue else ""
+    cache = options.out / f"baseline-{source_digest()}-{options.seed}-{options.steps}{mode}.json"
+    known = {r["seed"]: Run(**r) for r in json.loads(cache.read_text())} if cache.exists() else {}
+    missing = [s for s in seeds if s not in known]
+    print(f"baseline: {len(missing)} schedules to run ({len(known)} known)", flush=True)
+    for run in run_copy(None, missing, options) if missing else []:
+        known[run.seed] = run
+    cache.write_text(json.dumps([asdict(r) for r in sorted(known.values(), key=lambda r: r.seed)], indent=1))
+    baseline = {s: known[s] for s in seeds if s in known}
+    baseline_failures = [s for s, r in baseline.items() if r.failed]
+
+    def one(mutant: Mutant) -> Verdict:
+        verdict = judge(mutant, baseline, options)
+        state = f"killed after {verdict.schedules} ({verdict.invariant})" if verdict.killed else "SURVIVED"
+        print(f"{mutant.name}: {state} in {verdict.wall_seconds:.0f} s", flush=True)
+        return verdict
+
+    with ThreadPoolExecutor(max(options.jobs, 1)) as pool:
+        verdicts = list(pool.map(one, chosen))
+    text = table(verdicts, options, baseline_failures)
+    print(text)
+    (options.out / "mutation-table.md").write_text(text + "\n")
+    result: dict[str, Any] = {
+        "seed": options.seed,
+        "steps": options.steps,
+        "schedules": options.schedules,
+        "kueue": options.kueue,
+        "baseline": [asdict(r) for r in baseline.values()],
+        "mutants": [asdict(v) for v in verdicts],
+    }
+    (options.out / "mutation-gate.json").write_text(json.dumps(result, indent=1) + "\n")
+    return 0 if all(v.killed for v in verdicts) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
