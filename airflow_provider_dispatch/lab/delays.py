@@ -118,6 +118,18 @@ class RequestDelays:
     rules: list[DelayRule] = field(default_factory=list)
     requests: list[HeldRequest] = field(default_factory=list)
     _serials: itertools.count[int] = field(default_factory=itertools.count)
+    _arrivals: asyncio.Condition | None = field(default=None, init=False, repr=False)
+
+    def _arrived(self) -> asyncio.Condition:
+        if self._arrivals is None:
+            self._arrivals = asyncio.Condition()  # on the lab's loop, where the middleware and waiters run
+        return self._arrivals
+
+    async def wait_held(self, count: int) -> None:
+        """On the lab's loop: return once `count` requests are held (bound it with the caller's timeout)."""
+        arrived = self._arrived()
+        async with arrived:
+            await arrived.wait_for(lambda: len(self.held) >= count)
 
     def add(self, rule: DelayRule) -> DelayRule:
         self.rules.append(rule)
@@ -172,6 +184,9 @@ class RequestDelays:
         now = self._now()
         held = HeldRequest(next(self._serials), rule, agent, request.method, request.path, now, now + self.timeout)
         self.requests.append(held)
+        arrived = self._arrived()
+        async with arrived:
+            arrived.notify_all()
         waiter = asyncio.ensure_future(held._release.wait())
         deadline = asyncio.ensure_future(self._clock().sleep_until(held.deadline))
         try:

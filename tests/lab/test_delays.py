@@ -3,7 +3,6 @@ timeout (60 s of lab time) it is answered 504 and not applied. Through the offic
 
 from __future__ import annotations
 
-import asyncio
 import threading
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -52,12 +51,7 @@ def _in_thread(call: Callable[[], Any]) -> tuple[threading.Thread, list[Any]]:
 
 def _held(lab: Lab, delays: RequestDelays, count: int) -> None:
     """Wait (on the lab's loop, bounded) until `count` requests are held."""
-
-    async def wait() -> None:
-        while len(delays.held) < count:
-            await asyncio.sleep(0.01)  # polling the lab loop, bounded by lab.run
-
-    lab.run(wait, 10)
+    lab.run(lambda: delays.wait_held(count), 10)
 
 
 def test_a_held_write_is_applied_when_released(lab: Lab, delays: RequestDelays) -> None:
@@ -71,14 +65,13 @@ def test_a_held_write_is_applied_when_released(lab: Lab, delays: RequestDelays) 
     other.create_namespace({"metadata": {"name": "unheld"}})
     assert lab.call(lambda: delays.release()) == 1
     thread.join(10)
-    assert result and not isinstance(result[0], ApiException), result
+    assert result, "the held write never answered"
+    assert not isinstance(result[0], ApiException), result
     assert other.read_namespace("late").metadata.labels["k"] == "v"
     assert [r.outcome for r in delays.requests] == ["released"]
 
 
-def test_past_the_request_timeout_a_held_write_is_answered_504_and_not_applied(
-    lab: Lab, delays: RequestDelays
-) -> None:
+def test_past_the_request_timeout_a_held_write_is_answered_504_and_not_applied(lab: Lab, delays: RequestDelays) -> None:
     slow = _client(lab, AGENT)
     lab.call(lambda: delays.add(DelayRule(AGENT, frozenset({"create"}), frozenset({"namespaces"}))))
     thread, result = _in_thread(lambda: slow.create_namespace({"metadata": {"name": "lost"}}))
@@ -87,7 +80,8 @@ def test_past_the_request_timeout_a_held_write_is_answered_504_and_not_applied(
     assert [r.outcome for r in delays.requests] == ["held"]
     lab.call(lambda: lab.clock.advance(1))
     thread.join(10)
-    assert isinstance(result[0], ApiException) and result[0].status == 504, result
+    assert isinstance(result[0], ApiException), result
+    assert result[0].status == 504, result
     assert lab.call(lambda: delays.release()) == 0  # too late: nothing to release
     with pytest.raises(ApiException) as missing:
         slow.read_namespace("lost")
