@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from airflow_provider_dispatch.kueue.backoff import Backoff
+from airflow_provider_dispatch.backoff import BackoffSchedule
 from kueue.support import RunningController
 
 from airflow_provider_dispatch.kueue.controller import ControllerOptions
@@ -48,7 +48,7 @@ LOCAL_QUEUE = "rel-lq"
 CHECK = "rel-drained"
 NAMESPACE = "rel"
 OPTIONS = ControllerOptions(
-    check_names=frozenset({CHECK}), seed=7, resync_seconds=30.0, refused_backoff=Backoff(5.0, 20.0)
+    check_names=frozenset({CHECK}), seed=7, resync_seconds=30.0, refused_backoff=BackoffSchedule(5.0, 20.0)
 )
 
 

@@ -17,6 +17,9 @@ import pytest
 from .long_run import replay
 
 SCHEDULES = sorted((Path(__file__).parent / "schedules").glob("*.json"))
+#: schedules of what stays outside the promise (docs/reliability.md, "What a person with rights over pods and
+#: TrainJobs can still do"): each must still break it, so the docs' list of limits stays exactly true
+OUTSIDE = sorted((Path(__file__).parent / "schedules" / "outside").glob("*.json"))
 
 
 def test_there_are_regression_schedules() -> None:
@@ -28,3 +31,11 @@ def test_a_saved_schedule_keeps_the_promise(path: Path) -> None:
     result = replay(path)
     found = json.loads(path.read_text()).get("found", [])
     assert not result.failed, f"{path.name} (found: {found}):\n{result.describe()}"
+
+
+@pytest.mark.parametrize("path", OUTSIDE, ids=[p.stem for p in OUTSIDE])
+def test_a_schedule_of_what_is_outside_the_promise_still_breaks_it(path: Path) -> None:
+    """A person force-deletes a pod Terminating on a lost node, then deletes the TrainJob and opens a namesake:
+    the record of the old execution's pods went with the deleted object, so nothing can see the process."""
+    result = replay(path)
+    assert result.failed, f"{path.name} no longer breaks the promise: move it to schedules/ and the docs' limit"
