@@ -27,9 +27,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from airflow_provider_dispatch.backoff import BackoffSchedule
 from kueue.support import RunningController
 
+from airflow_provider_dispatch.backoff import BackoffSchedule
 from airflow_provider_dispatch.kueue.controller import ControllerOptions
 from airflow_provider_dispatch.lab.cluster import ControllerFactory
 from airflow_provider_dispatch.lab.controllers.kueue import KUEUE_CONTROLLERS

@@ -53,6 +53,7 @@ class Mutant:
 
 
 MUTANTS: tuple[Mutant, ...] = (
+    # --- which pods are the object's ---------------------------------------------------------------------------
     Mutant(
         "selection-dispatch-labels",
         "dispatch/selection.py",
@@ -67,6 +68,22 @@ MUTANTS: tuple[Mutant, ...] = (
         "return self.in_namespace(pod) and self.matches_dispatch_labels(pod)",
         "a rewritten or dropped runtime patch cannot hide pods from the jobset-name selection (DESIGN §3.3)",
     ),
+    Mutant(
+        "lineage-owner-and-name",
+        "dispatch/selection.py",
+        "return self._owned(pod) or self._named(pod)",
+        "return False",
+        "the hold records a pod whose labels were edited by its controller and its immutable name (fencing.py)",
+    ),
+    Mutant(
+        "recorded-pods-looked-up",
+        "dispatch/fencing.py",
+        "return [pod for name, pod in lookups.items() if pod is not None and "
+        "is_recorded_pod(execution_pods, name, pod)]",
+        "return []",
+        "a recorded pod the label selections no longer list still blocks while it exists (fencing.py)",
+    ),
+    # --- which pods block ----------------------------------------------------------------------------------------
     Mutant(
         "terminating-blocks",
         "dispatch/blocking.py",
@@ -83,40 +100,85 @@ MUTANTS: tuple[Mutant, ...] = (
         "Kueue's failure recovery writes Failed with no proof the containers stopped (DESIGN §3.4)",
     ),
     Mutant(
+        "fencing-vanished",
+        "dispatch/fencing.py",
+        "return remaining + vanished_pods(execution_pods, namespace, listed + relabelled, remaining, nodes, lookups)",
+        "return remaining",
+        "a recorded pod deleted while its node cannot confirm its end may still run (fencing.py)",
+    ),
+    # --- the record --------------------------------------------------------------------------------------------
+    Mutant(
+        "hold-record",
+        "dispatch/programs.py",
+        "yield from _replace(v.TRAINJOB, hold_body(trainjob, made.to_annotation()), text)",
+        "yield from _replace(v.TRAINJOB, hold_body(trainjob), text)",
+        "the hold records the execution's pods, so a later force deletion or label edit cannot hide them",
+    ),
+    Mutant(
+        "hold-records-a-held-object",
+        "dispatch/programs.py",
+        "    if is_held(trainjob):\n        yield from ensure_record(trainjob, obj, page_size=page_size)\n",
+        "    if is_held(trainjob):\n",
+        "a TrainJob suspended by someone else is recorded when dispatch first sees it held (fencing.py)",
+    ),
+    # --- the hold observed for this execution ------------------------------------------------------------------
+    Mutant(
         "hold-observed-suspended",
-        "dispatch/assessment.py",
+        "dispatch/evidence.py",
         "    if not condition_is_true(trainjob, CONDITION_SUSPENDED):\n        return (",
         "    if False:\n        return (",
         "until Trainer reports Suspended, Jobs may still create pods after the check (DESIGN §3.1)",
     ),
     Mutant(
         "hold-observed-jobset-suspend",
-        "dispatch/assessment.py",
-        'if jobset is not None and field(jobset, "spec", "suspend") is not True:',
+        "dispatch/evidence.py",
+        'if field_of(jobset, "spec", "suspend") is not True:',
         "if False:",
         "until the JobSet is suspended, its Jobs may still create pods after the check (DESIGN §3.1)",
     ),
     Mutant(
+        "hold-observed-jobset-owner",
+        "dispatch/evidence.py",
+        "if owner is not None and owner != uid_of(trainjob):",
+        "if False:",
+        "a JobSet of an earlier TrainJob of this name proves nothing about this one's hold (evidence.py)",
+    ),
+    Mutant(
+        "hold-observed-this-execution",
+        "dispatch/evidence.py",
+        "stale = _stale_templates(trainjob, jobset)",
+        "stale: list[str] = []",
+        "a JobSet suspended by an earlier hold, Trainer not having applied this execution's (evidence.py, ABA)",
+    ),
+    Mutant(
         "jobset-suspended-count",
-        "dispatch/assessment.py",
-        "unsuspended = _jobs_not_yet_suspended(jobset)",
-        "unsuspended: list[str] = []",
+        "dispatch/evidence.py",
+        "lagging = _jobs_not_yet_suspended(jobset)",
+        "lagging: list[str] = []",
         "a Job that has not seen the JobSet's suspend may still create a pod after the check (DESIGN §3.1)",
     ),
     Mutant(
-        "fencing-vanished",
-        "dispatch/fencing.py",
-        "return remaining + vanished_pods(execution_pods, namespace, listed, remaining, nodes)",
-        "return remaining",
-        "a recorded pod deleted while its node cannot confirm its end may still run (fencing.py)",
+        "each-job-read",
+        "dispatch/evidence.py",
+        "problem = _job_problem(name, job, jobset_uid)",
+        "problem = None",
+        "a Job not suspended (or not yet created, or an earlier JobSet's) may still create pods (evidence.py)",
     ),
     Mutant(
-        "hold-record",
-        "dispatch/programs.py",
-        "yield from _replace(v.TRAINJOB, hold_body(trainjob, execution_pods.to_annotation()), str(obj.ref))",
-        "yield from _replace(v.TRAINJOB, hold_body(trainjob), str(obj.ref))",
-        "the hold records the execution's pods by node, so a later force deletion cannot hide them (fencing.py)",
+        "settle",
+        "dispatch/evidence.py",
+        "return _settling(trainjob, evidence, admission)",
+        "return None",
+        "a write a controller started before it saw the hold may still land after the check (evidence.py)",
     ),
+    Mutant(
+        "settle-shortcut-needs-the-job-controller",
+        "dispatch/evidence.py",
+        "job is None or job_finished(job) or not resumed_for(job, admission) or job_controller_acted(job)",
+        "True",
+        "the settle is skipped only where each Job shows the Job controller acted on the hold (evidence.py)",
+    ),
+    # --- cessation ---------------------------------------------------------------------------------------------
     Mutant(
         "cessation-taint",
         "dispatch/nodes.py",
@@ -131,16 +193,34 @@ MUTANTS: tuple[Mutant, ...] = (
         "return self.out_of_service",
         "a taint on a Ready node is a mistake, not proof: PodGC's own test (DESIGN §4)",
     ),
+    # --- the write, the runtime, the names ---------------------------------------------------------------------
     Mutant(
         "conditional-write",
         "dispatch/programs.py",
-        "    body, execution = admission_body(trainjob, runtime)\n    try:\n",
-        "    body, execution = admission_body(trainjob, runtime)\n"
+        "    body, execution = admission_body(trainjob, runtime, admitted_at=admitted_at, "
+        "accepted_risks=accepted_risks)\n"
+        "    try:\n",
+        "    body, execution = admission_body(trainjob, runtime, admitted_at=admitted_at, "
+        "accepted_risks=accepted_risks)\n"
         "    fresh = yield from read_trainjob(target)  # the write no longer depends on what was checked\n"
         '    body["metadata"]["resourceVersion"] = v.field(fresh, "metadata", "resourceVersion")\n'
         "    try:\n",
         "the admitting write is conditional on the version that was checked, so a change after the check (another "
         "caller's admission, a hold) makes it fail instead of admitting on stale facts (DESIGN §3.6)",
+    ),
+    Mutant(
+        "runtime-policy-pod-replacement",
+        "dispatch/policy.py",
+        "unsafe = [(job, policy) for job, policy in unsafe if policy != SAFE_REPLACEMENT]",
+        "unsafe = []",
+        "a Job that replaces a Terminating pod starts a second process of its rank on a partition (policy.py, H1)",
+    ),
+    Mutant(
+        "runtime-policy-jobset-restart",
+        "dispatch/policy.py",
+        "if restarts_possible(failure_policy) and strategy != SAFE_RESTART:",
+        "if False:",
+        "a JobSet restart that recreates Jobs beside an old one stuck on a lost node overlaps attempts (H2)",
     ),
     Mutant(
         "name-validation",

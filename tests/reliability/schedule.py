@@ -255,4 +255,6 @@ def world_parameters(seed: int) -> dict[str, Any]:
         # drawn after the ones above, so that those stay what they were for every seed
         "replicated_jobs": rng.choice((1, 1, 2)),
         "failure_policy": rng.random() < 0.5,
+        # the last TrainJob runs on a runtime with upstream's defaults: dispatch's runtime policy must refuse it
+        "unsafe_object": rng.random() < 0.35,
     }

@@ -123,7 +123,7 @@ def without_the_drain_check(monkeypatch: pytest.MonkeyPatch) -> None:
     """A broken dispatch: the drain check reads no pods and finds none remaining."""
 
     def no_drain(selection: Any, **_: Any) -> Generator[Any, Any, Any]:
-        return programs.Drain(programs.PodRead((), "", "full"), {}, ())
+        return programs.Drain(programs.PodRead((), "", "full"), {}, {}, ())
         yield  # a generator, as the programs expect
 
     monkeypatch.setattr(programs, "drain", no_drain)
@@ -138,7 +138,8 @@ def test_negative_control_the_model_catches_a_release_without_the_drain_check() 
         *RUNNING,
         Step.of("freeze", host=0),
         Step.of("hold", obj=0, caller=0),
-        Step.of("advance", seconds=60),  # the frozen node is Ready=Unknown: the new pod goes elsewhere
+        # the frozen node is Ready=Unknown, so the new pod goes elsewhere; and the hold has settled (evidence.py)
+        Step.of("advance", seconds=95),
         Step.of("release", obj=0, callers=(2,), race=False),
         Step.of("advance", seconds=5),
     ]

@@ -87,6 +87,10 @@ from .schedule import READER, Step
 
 Obj = dict[str, Any]
 RUNTIME = "rt"
+#: the runtime with upstream's defaults (`podReplacementPolicy` and `restartStrategy` unset) that the last TrainJob
+#: of a world runs on when its parameters say `unsafe_object`: the runtime policy must refuse it, and with that
+#: check removed (the mutation gate) partitions and restarts give two processes of one rank
+UNSAFE_RUNTIME = "rt-upstream"
 ZONE_LABEL = "topology.kubernetes.io/zone"
 ZONE = "rel-zone"
 TRAINER = ("trainer.kubeflow.org", "v1alpha1")
@@ -174,6 +178,8 @@ class ObjectModel:
     """A third party suspended it while it ran, and dispatch has not acted on it since."""
     queue: str | None = None
     """Kueue mode: the LocalQueue it is submitted to."""
+    runtime: str = RUNTIME
+    """The ClusterTrainingRuntime it runs: the world's, or `UNSAFE_RUNTIME`."""
 
     @property
     def ref(self) -> str:
@@ -181,7 +187,11 @@ class ObjectModel:
 
     def manifest(self) -> Obj:
         body = manifests.trainjob(
-            self.name, job_id=self.job_id, submission=str(self.submission), num_nodes=self.num_nodes, runtime=RUNTIME
+            self.name,
+            job_id=self.job_id,
+            submission=str(self.submission),
+            num_nodes=self.num_nodes,
+            runtime=self.runtime,
         )
         body["metadata"]["namespace"] = NAMESPACE
         body["spec"]["runtimeRef"]["kind"] = "ClusterTrainingRuntime"
@@ -241,21 +251,37 @@ class World:
         self.hostile_core = kubernetes.client.CoreV1Api(self.rlab.api(HOSTILE))
         self.core.create_namespace({"metadata": {"name": NAMESPACE}})
         self.custom.create_cluster_custom_object(*TRAINER, "clustertrainingruntimes", self.runtime_manifest())
+        unsafe = bool(self.params.get("unsafe_object", False)) and self.objects_count >= 2
+        if unsafe:
+            upstream = self.runtime_manifest(UNSAFE_RUNTIME, safe=False)
+            self.custom.create_cluster_custom_object(*TRAINER, "clustertrainingruntimes", upstream)
         for _ in range(self.profile_nodes):
             self._add_node()
         for index in range(self.objects_count):
             letter = "abcdefgh"[index]
             self.objects.append(ObjectModel(index, f"tj-{letter}", f"job-{letter}", self.params["num_nodes"][index]))
+        if unsafe:
+            self.objects[-1].runtime = UNSAFE_RUNTIME
         if self.kueue is not None:
             self.kueue.setup(self)
-        self._callers = Callers(self.rlab, CALLER_KINDS, CALLER_OPTIONS)
+        options = CALLER_OPTIONS
+        if self.runtime != "safe":
+            # the negative control of hazards H1 and H2: a platform team that accepted both runtime risks
+            # (DESIGN §3.7), so that dispatch admits on upstream's defaults and the hazards show
+            accepted = {"accepted_risks": ("pod-replacement", "jobset-restart")}
+            options = {caller: {**CALLER_OPTIONS.get(caller, {}), **accepted} for caller in CALLERS}
+        self._callers = Callers(self.rlab, CALLER_KINDS, options)
         self.rlab.settle()
         return self
 
-    def runtime_manifest(self) -> Obj:
+    def runtime_manifest(self, name: str = RUNTIME, *, safe: bool | None = None) -> Obj:
         """The world's ClusterTrainingRuntime (module docstring): one or two replicated jobs, a failure policy
-        with restarts or none, and the Job settings of the profile's runtime (`safe` or `upstream`)."""
-        runtime = manifests.cluster_training_runtime(RUNTIME, grace_seconds=self.params["grace_seconds"])
+        with restarts or none, and the Job settings of the profile's runtime (`safe` or `upstream`), or of
+        `safe` when given."""
+        safe = self.runtime == "safe" if safe is None else safe
+        runtime = manifests.cluster_training_runtime(
+            name, grace_seconds=self.params["grace_seconds"], pod_replacement_policy=None
+        )
         spec = runtime["spec"]["template"]["spec"]
         if int(self.params.get("replicated_jobs", 1)) == 2:
             launcher = copy.deepcopy(spec["replicatedJobs"][0])
@@ -265,7 +291,7 @@ class World:
         restarts = bool(self.params.get("failure_policy", False))
         for job in spec["replicatedJobs"]:
             job_spec = job["template"]["spec"]
-            if self.runtime == "safe":
+            if safe:
                 job_spec["podReplacementPolicy"] = "Failed"
             if restarts:
                 job_spec["backoffLimit"] = 0  # a failing process fails its Job: the JobSet restarts
@@ -274,7 +300,7 @@ class World:
             }
         if restarts:
             policy: Obj = {"maxRestarts": 3}
-            if self.runtime == "safe":
+            if safe:
                 policy["restartStrategy"] = "BlockingRecreate"
             spec["failurePolicy"] = policy
         return runtime
@@ -1100,7 +1126,8 @@ class World:
                     # another execution); the documented remedy is to remove that patch, as the user does here
                     self.stats["refused (foreign identity labels), patch removed"] += 1
                     continue
-                if self.runtime != "safe" and any(word in str(last.error) for word in RUNTIME_POLICY_WORDS):
+                unsafe = self.runtime != "safe" or obj.runtime == UNSAFE_RUNTIME
+                if unsafe and any(word in str(last.error) for word in RUNTIME_POLICY_WORDS):
                     # the runtime policy (DESIGN §3.7) refuses the upstream defaults: the right answer here
                     self.stats["converged (refused: unsafe runtime)"] += 1
                     return []
