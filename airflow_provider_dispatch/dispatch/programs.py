@@ -674,8 +674,24 @@ def ensure_record(
     made = record(obj.admission, pods, since=since)
     if obj.admission == 0 and not made.names and not made.nodes:
         return trainjob, made
-    written = yield from _replace(v.TRAINJOB, record_body(trainjob, made.to_annotation()), text)
+    current = yield from _same_execution_after_read(trainjob, obj)
+    written = yield from _replace(v.TRAINJOB, record_body(current, made.to_annotation()), text)
     return written, made
+
+
+def _same_execution_after_read(trainjob: Mapping[str, Any], obj: ManagedObject) -> Program[Mapping[str, Any]]:
+    """The TrainJob read again after the namespace's pods were (a full read takes seconds in a large namespace,
+    and Trainer writes the TrainJob's status meanwhile): the record's write is conditional on this read, and still
+    about the execution the pods were read for, held or not as it was. Otherwise a retryable ConflictError."""
+    current = yield from read_trainjob(obj.ref)
+    same = managed(current)
+    if (same.uid, same.admission, is_held(current)) != (obj.uid, obj.admission, is_held(trainjob)):
+        raise ConflictError(
+            f"TrainJob {obj.ref} changed while dispatch read its pods (execution {obj.admission} -> "
+            f"{same.admission}, held {is_held(trainjob)} -> {is_held(current)}); nothing was written. Retry.",
+            ref=str(obj.ref),
+        )
+    return current
 
 
 # --- release ------------------------------------------------------------------------------------------------
@@ -894,6 +910,7 @@ def hold(
         return obj.execution
     since = yield from server_time(text)
     pods = yield from read_lineage(obj, trainjob, page_size=page_size)
+    trainjob = yield from _same_execution_after_read(trainjob, obj)
     # a record of this execution on a running object means it was held and resumed outside dispatch since
     # dispatch started it: its start is then unknown (evidence.py)
     resumed_outside = recorded(trainjob, obj.admission, text) is not None
