@@ -186,12 +186,13 @@ def test_the_pod_failure_backoff_is_capped_at_ten_minutes(workloads: Workloads, 
     workloads.batch.create_namespaced_job(workloads.namespace, job)
     pods = sorted(_start(workloads, name, 8), key=lambda p: int(p.metadata.annotations[INDEX]))
     failing, last = pods[:7], pods[7]
-    failed_at = cluster_lab.call(cluster_lab.clock.now)
-    for pod in failing:
-        _fail(workloads, pod.metadata.name, failed_at)
-    workloads.wait_job(name, lambda j: j.status.failed == 7)  # the Job syncs 1 lab second after pod events
-    with _real_time(cluster_lab) as now:
-        assert now < failed_at + 360, "the lab was starved for minutes of lab time: nothing left to compare"
+    # At wall speed, a sync that saw only the first failures (10 s of back-off for one) cannot let a replacement in
+    # before the other failures are reported.
+    with _real_time(cluster_lab) as failed_at:
+        for pod in failing:
+            _fail(workloads, pod.metadata.name, failed_at)
+        workloads.wait_job(name, lambda j: j.status.failed == 7)  # the Job syncs 1 lab second after pod events
+        now = cluster_lab.call(cluster_lab.clock.now)
         cluster_lab.call(lambda: cluster_lab.clock.advance(failed_at + 500 - now))  # past the old 6 min cap
         # A change the Job controller must write (its pods' readiness, synced 1 lab second after the pod event),
         # so that a sync after the jump is seen:
