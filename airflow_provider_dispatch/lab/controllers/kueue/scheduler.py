@@ -24,7 +24,6 @@ Workloads), so two cycles never count one reservation twice or miss one.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from typing import Any
 
 from airflow_provider_dispatch.lab.client import Informer, LabClient
@@ -129,9 +128,9 @@ class KueueScheduler:
         finally:
             for task in waiters:
                 task.cancel()
-            for task in waiters:
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
+            # Not `suppress(CancelledError)` around each await: a stop that cancels this task while it waits for
+            # its waiters to end would be swallowed there, and the loop would run on. A cancelled gather raises.
+            await asyncio.gather(*waiters, return_exceptions=True)
 
     def _note(self, written: Obj | None) -> None:
         if written is not None:
