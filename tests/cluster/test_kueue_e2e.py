@@ -11,11 +11,7 @@ a node and the scheduler cannot place a new pod beside the old one on the frozen
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
-
-import kubernetes
-import pytest
 
 from airflow_provider_dispatch.dispatch.vocabulary import LABEL_JOB_ID, LABEL_SUBMISSION, POD_LABEL_ADMISSION
 from airflow_provider_dispatch.lab import manifests
@@ -23,7 +19,6 @@ from airflow_provider_dispatch.lab.controllers import NODE_CONTROLLERS, WORKLOAD
 from airflow_provider_dispatch.lab.controllers.kueue import KueueConfig, kueue_controllers
 from airflow_provider_dispatch.lab.controllers.kueue import constants as k
 from airflow_provider_dispatch.lab.overlap import ProcessRecord
-from airflow_provider_dispatch.lab.runtime import Lab
 from airflow_provider_dispatch.lab.scenario import Scenario
 
 from .kueue_steps import Kueue, checks, condition, has, kueue_patch
@@ -39,19 +34,6 @@ CONTROLLERS = [
 ]
 LAB_SPEED = 50.0
 EXECUTION_MANAGER = "example.com/execution-labels"
-
-
-@pytest.fixture(scope="module")
-def scenario(cluster_lab: Lab) -> Iterator[Scenario]:
-    with Scenario(cluster_lab) as running:
-        yield running
-
-
-@pytest.fixture
-def kueue(cluster_api: kubernetes.client.ApiClient, cluster_namespace: str, cluster_lab: Lab) -> Iterator[Kueue]:
-    steps = Kueue(cluster_api, cluster_namespace, cluster_lab)
-    yield steps
-    steps.close()
 
 
 def _queued(kueue: Kueue, zone: Zone, **queue_options: Any) -> tuple[str, str, tuple[str, ...], dict[str, Any]]:

@@ -36,19 +36,6 @@ LAB_SPEED = 5.0
 MINUTES_30 = 1800.0
 
 
-@pytest.fixture(scope="module")
-def scenario(cluster_lab: Lab) -> Iterator[Scenario]:
-    with Scenario(cluster_lab) as running:
-        yield running
-
-
-@pytest.fixture
-def kueue(cluster_api: kubernetes.client.ApiClient, cluster_namespace: str, cluster_lab: Lab) -> Iterator[Kueue]:
-    steps = Kueue(cluster_api, cluster_namespace, cluster_lab)
-    yield steps
-    steps.close()
-
-
 def _at(obj: dict[str, Any], kind: str) -> float:
     """When the condition last changed, in lab seconds."""
     found = condition(obj, kind)

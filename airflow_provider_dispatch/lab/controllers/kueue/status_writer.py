@@ -119,15 +119,21 @@ async def update_admission_status(client: LabClient, namespace: str, name: str, 
         return await _read_mutate_apply(client, namespace, name, mutate)
 
 
+async def _get(client: LabClient, namespace: str, name: str) -> Obj | None:
+    """The Workload as the API server has it now; None when it is gone."""
+    try:
+        found: Obj = await client.get(WORKLOAD, namespace, name)
+    except Exception as error:
+        if is_not_found(error):
+            return None
+        raise
+    return found
+
+
 async def _read_mutate_apply(client: LabClient, namespace: str, name: str, mutate: Mutation) -> Obj | None:
     for _ in range(_CONFLICT_RETRIES):
-        try:
-            fresh = await client.get(WORKLOAD, namespace, name)
-        except Exception as error:
-            if is_not_found(error):
-                return None
-            raise
-        if not mutate(fresh):
+        fresh = await _get(client, namespace, name)
+        if fresh is None or not mutate(fresh):
             return None
         try:
             return await apply_admission_status(client, fresh)
@@ -150,13 +156,8 @@ async def set_condition_and_update(
     """`SetConditionAndUpdate`: apply `condition` (type, status, reason, message, lastTransitionTime) alone as
     `manager`, if `wanted(fresh)` still holds for the Workload read under the lock. None when gone or not wanted."""
     async with _lock(namespace, name):
-        try:
-            fresh = await client.get(WORKLOAD, namespace, name)
-        except Exception as error:
-            if is_not_found(error):
-                return None
-            raise
-        if not wanted(fresh):
+        fresh = await _get(client, namespace, name)
+        if fresh is None or not wanted(fresh):
             return None
         meta = fresh["metadata"]
         applied = {
