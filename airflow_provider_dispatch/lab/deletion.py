@@ -11,7 +11,11 @@ Graceful deletion follows research k8s-apis.md section 5.2 and section 6 rule 7,
 - the first graceful DELETE sets `deletionTimestamp = now + grace` and `deletionGracePeriodSeconds = grace` and
   bumps `generation`; the phase does not change. The pod stays until its kubelet deletes it with grace 0;
 - a later DELETE may only shorten the grace period: the new deadline is the original request time plus the new
-  grace; an equal or longer one leaves the object as it is ("graceful deletion pending");
+  grace; an equal or longer one leaves the object as it is ("graceful deletion pending"). A deadline that would
+  fall in the past is moved to now, with grace 1 s unless 0 was asked ("Prevent shortening the grace period
+  moving deletionTimestamp into the past", `BeforeDelete` in `k8s.io/apiserver` v0.36.3, the library of
+  Kubernetes v1.36.3); a negative grace counts as 1. That later DELETE does not go through
+  `CheckGracefulDelete` again, so it is not forced to 0 for a pod that meanwhile finished;
 - with grace 0 and no finalizers the object leaves the store at once; with finalizers it stays, carrying a
   deletionTimestamp, until the last finalizer goes (`store.go` `updateForGracefulDeletionAndFinalizers`).
 
@@ -142,7 +146,7 @@ def decide(resource: ResourceType, obj: Obj, options: DeleteOptions, clock: LabC
 
     graceful = resource.kind == "Pod" and resource.group == ""
     if meta.get("deletionTimestamp"):
-        return _delete_again(obj, options, graceful, finalizers)
+        return _delete_again(obj, options, graceful, finalizers, clock.now())
 
     grace = _pod_grace_period(obj, options) if graceful else 0
     if grace == 0 and not finalizers:
@@ -156,21 +160,24 @@ def decide(resource: ResourceType, obj: Obj, options: DeleteOptions, clock: LabC
     return DeleteOutcome("update", obj)
 
 
-def _delete_again(obj: Obj, options: DeleteOptions, graceful: bool, finalizers: list[str]) -> DeleteOutcome:
-    """A DELETE of an object already being deleted: only a shorter grace period changes anything."""
+def _delete_again(obj: Obj, options: DeleteOptions, graceful: bool, finalizers: list[str], now: float) -> DeleteOutcome:
+    """A DELETE of an object already being deleted: only a shorter grace period changes anything
+    (`BeforeDelete`'s branch for an object with a deletionTimestamp)."""
     meta = obj["metadata"]
     current = meta.get("deletionGracePeriodSeconds")
     requested = options.grace_period_seconds
-    if graceful and requested is not None and current is not None:
-        phase = (obj.get("status") or {}).get("phase")
-        if not (obj.get("spec") or {}).get("nodeName") or phase in ("Succeeded", "Failed"):
-            requested = 0
-        requested = max(requested, 0)
+    if graceful and requested is not None and current:
+        requested = 1 if requested < 0 else requested
         if requested < int(current):
             requested_at = parse_timestamp(meta["deletionTimestamp"]) - int(current)
+            deadline = requested_at + requested
+            if deadline < now:
+                deadline = now
+                if requested != 0:
+                    requested = 1
             if requested == 0 and not finalizers:
                 return DeleteOutcome("remove", obj)
-            meta["deletionTimestamp"] = format_timestamp(requested_at + requested)
+            meta["deletionTimestamp"] = format_timestamp(deadline)
             meta["deletionGracePeriodSeconds"] = requested
             return DeleteOutcome("update", obj)
     if not finalizers and int(current or 0) == 0:

@@ -14,6 +14,9 @@ import kubernetes
 import pytest
 
 from airflow_provider_dispatch.lab.runtime import Lab
+from airflow_provider_dispatch.lab.scenario import Scenario
+
+from .kueue_steps import Kueue
 
 
 @pytest.fixture(scope="module")
@@ -45,3 +48,18 @@ def cluster_namespace(cluster_api: kubernetes.client.ApiClient) -> str:
     name = f"c-{uuid.uuid4().hex[:10]}"
     kubernetes.client.CoreV1Api(cluster_api).create_namespace({"metadata": {"name": name}})
     return name
+
+
+@pytest.fixture(scope="module")
+def scenario(cluster_lab: Lab) -> Iterator[Scenario]:
+    """The lab's scenario controls (nodes, machines, time), for the module's lab."""
+    with Scenario(cluster_lab) as running:
+        yield running
+
+
+@pytest.fixture
+def kueue(cluster_api: kubernetes.client.ApiClient, cluster_namespace: str, cluster_lab: Lab) -> Iterator[Kueue]:
+    """The official clients in the test's namespace, with Kueue's objects and the lab's Kueue scenario controls."""
+    steps = Kueue(cluster_api, cluster_namespace, cluster_lab)
+    yield steps
+    steps.close()

@@ -20,7 +20,9 @@ from airflow_provider_dispatch.lab.runtime import Lab
 
 from .kueue_steps import Kueue, checks, condition, has, kueue_patch, recorded_trainjob_versions
 
-CONFIG = KueueConfig(workload_priority_classes={"high": 1000, "low": 10})
+# The granular reasons these tests assert are the `UnadmittedWorkloadsObservability` gate's, off in v0.19.2 and on
+# in Kueue's main branch: the tests turn it on, as a cluster that enables it would.
+CONFIG = KueueConfig(workload_priority_classes={"high": 1000, "low": 10}, unadmitted_workloads_observability=True)
 CONTROLLERS = kueue_controllers(CONFIG)
 PENDING_EVALUATION = k.REASON_PENDING_EVALUATION
 

@@ -11,41 +11,29 @@ a node and the scheduler cannot place a new pod beside the old one on the frozen
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
-
-import kubernetes
-import pytest
 
 from airflow_provider_dispatch.dispatch.vocabulary import LABEL_JOB_ID, LABEL_SUBMISSION, POD_LABEL_ADMISSION
 from airflow_provider_dispatch.lab import manifests
 from airflow_provider_dispatch.lab.controllers import NODE_CONTROLLERS, WORKLOAD_CONTROLLERS
-from airflow_provider_dispatch.lab.controllers.kueue import KUEUE_CONTROLLERS
+from airflow_provider_dispatch.lab.controllers.kueue import KueueConfig, kueue_controllers
 from airflow_provider_dispatch.lab.controllers.kueue import constants as k
 from airflow_provider_dispatch.lab.overlap import ProcessRecord
-from airflow_provider_dispatch.lab.runtime import Lab
 from airflow_provider_dispatch.lab.scenario import Scenario
 
 from .kueue_steps import Kueue, checks, condition, has, kueue_patch
 from .nodes_support import Zone
 from .workload_steps import trainjob_selector, unique
 
-CONTROLLERS = [*WORKLOAD_CONTROLLERS, *NODE_CONTROLLERS, *KUEUE_CONTROLLERS]
+# The `Admitted=False` reason asserted below is the `UnadmittedWorkloadsObservability` gate's (off in v0.19.2, on
+# in Kueue's main branch): turned on, as a cluster that enables it would.
+CONTROLLERS = [
+    *WORKLOAD_CONTROLLERS,
+    *NODE_CONTROLLERS,
+    *kueue_controllers(KueueConfig(unadmitted_workloads_observability=True)),
+]
 LAB_SPEED = 50.0
 EXECUTION_MANAGER = "example.com/execution-labels"
-
-
-@pytest.fixture(scope="module")
-def scenario(cluster_lab: Lab) -> Iterator[Scenario]:
-    with Scenario(cluster_lab) as running:
-        yield running
-
-
-@pytest.fixture
-def kueue(cluster_api: kubernetes.client.ApiClient, cluster_namespace: str, cluster_lab: Lab) -> Iterator[Kueue]:
-    steps = Kueue(cluster_api, cluster_namespace, cluster_lab)
-    yield steps
-    steps.close()
 
 
 def _queued(kueue: Kueue, zone: Zone, **queue_options: Any) -> tuple[str, str, tuple[str, ...], dict[str, Any]]:

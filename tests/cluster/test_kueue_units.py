@@ -28,7 +28,7 @@ from airflow_provider_dispatch.lab.controllers.kueue.webhook import default_trai
 Obj = dict[str, Any]
 NOW = "2026-09-01T10:00:00Z"
 LATER = "2026-09-01T10:05:00Z"
-GATE_ON, GATE_OFF = KueueConfig(), KueueConfig(unadmitted_workloads_observability=False)
+GATE_ON, GATE_OFF = KueueConfig(unadmitted_workloads_observability=True), KueueConfig()
 
 
 def workload(*, checks: list[Obj] | None = None, conditions: list[Obj] | None = None, **spec: Any) -> Obj:

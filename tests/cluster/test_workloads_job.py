@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
 from typing import Any
 
 import kubernetes
 import pytest
 
+from airflow_provider_dispatch.lab.clock import format_timestamp
 from airflow_provider_dispatch.lab.controllers.job import JobController
+from airflow_provider_dispatch.lab.runtime import Lab
 
 from .workload_steps import Workloads, job_condition, unique
 
@@ -111,12 +116,12 @@ def test_an_evicted_pod_is_replaced_per_the_replacement_policy(
     job = workloads.wait_job(name, lambda j: j.status.terminating == 1)
     if replaced_at_once:
         # Counted as failed and replaced (after the 10 s pod-failure backoff) while it still terminates.
-        # Upstream quirk kept: during the backoff `manageJob` returns 0, so `active` reads 0 although the
-        # other pod runs.
-        assert job.status.active == 0
+        # During the backoff `manageJob` reports the pods it has: the other one runs (Kubernetes v1.36.3; up to
+        # v1.36.0 it reported 0 there).
+        assert job.status.active == 1
         pods = workloads.wait_pods(f"app={name}", lambda pods: len(pods) == 3)
         assert sum(1 for p in pods if p.metadata.annotations[INDEX] == "0") == 2
-        job = workloads.wait_job(name, lambda j: j.status.failed == 1)
+        job = workloads.wait_job(name, lambda j: j.status.failed == 1 and j.status.active == 2)
     else:
         assert (job.status.active, job.status.failed) == (1, None)
         assert len(workloads.pods(f"app={name}")) == 2
@@ -125,7 +130,9 @@ def test_an_evicted_pod_is_replaced_per_the_replacement_policy(
             f"app={name}", lambda pods: len(pods) == 2 and first.metadata.name not in {p.metadata.name for p in pods}
         )
         assert sorted(p.metadata.annotations[INDEX] for p in pods) == ["0", "1"]
-        job = workloads.wait_job(name, lambda j: j.status.failed == 1)
+        # The status of the sync that created the replacement: the one before it (during the backoff) has
+        # `failed: 1` too, with the pods it had (Kubernetes v1.36.3 reports them there).
+        job = workloads.wait_job(name, lambda j: j.status.failed == 1 and j.status.active == 2)
     assert job.status.active == 2
 
 
@@ -146,6 +153,61 @@ def test_failed_pods_count_against_the_backoff_limit(workloads: Workloads) -> No
     assert job.status.failed == 2
     assert job_condition(job, "FailureTarget").reason == "BackoffLimitExceeded"
     assert all(not p.metadata.finalizers for p in workloads.pods(f"app={name}"))
+
+
+@contextmanager
+def _real_time(lab: Lab) -> Iterator[float]:
+    """Lab time at wall speed, so a test's few seconds are a few lab seconds (the module runs at speed 100)."""
+    speed = lab.clock.speed
+    lab.call(lambda: lab.clock.set_speed(1.0))
+    try:
+        yield lab.call(lab.clock.now)
+    finally:
+        lab.call(lambda: lab.clock.set_speed(speed))
+
+
+def _fail(workloads: Workloads, pod: str, at: float) -> None:
+    """What the kubelet reports when the container exited 1 at lab time `at`."""
+    terminated = {"exitCode": 1, "reason": "Error", "finishedAt": format_timestamp(at)}
+    container = {"name": "main", "ready": False, "restartCount": 0, "image": "busybox:1.36", "imageID": ""}
+    status = {
+        "phase": "Failed",
+        "conditions": [{"type": "Ready", "status": "False"}],
+        "containerStatuses": [{**container, "state": {"terminated": terminated}}],
+    }
+    workloads.core.patch_namespaced_pod_status(pod, workloads.namespace, {"status": status})
+
+
+def test_the_pod_failure_backoff_is_capped_at_ten_minutes(workloads: Workloads, cluster_lab: Lab) -> None:
+    """`MaxJobPodFailureBackOff` is 10 min in Kubernetes v1.36.3 (it was 6 min before): seven failures at once
+    wait min(10 s * 2^6, 10 min) from the last one before any pod is replaced."""
+    name = unique("job")
+    job = _job(name, parallelism=8, completions=8, backoff_limit=10, podReplacementPolicy="Failed")
+    workloads.batch.create_namespaced_job(workloads.namespace, job)
+    pods = sorted(_start(workloads, name, 8), key=lambda p: int(p.metadata.annotations[INDEX]))
+    failing, last = pods[:7], pods[7]
+    # At wall speed, a sync that saw only the first failures (10 s of back-off for one) cannot let a replacement in
+    # before the other failures are reported.
+    with _real_time(cluster_lab) as failed_at:
+        for pod in failing:
+            _fail(workloads, pod.metadata.name, failed_at)
+        workloads.wait_job(name, lambda j: j.status.failed == 7)  # the Job syncs 1 lab second after pod events
+        now = cluster_lab.call(cluster_lab.clock.now)
+        cluster_lab.call(lambda: cluster_lab.clock.advance(failed_at + 500 - now))  # past the old 6 min cap
+        # A change the Job controller must write (its pods' readiness, synced 1 lab second after the pod event),
+        # so that a sync after the jump is seen:
+        not_ready = {"status": {"conditions": [{"type": "Ready", "status": "False"}]}}
+        workloads.core.patch_namespaced_pod_status(last.metadata.name, workloads.namespace, not_ready)
+        during = workloads.wait_job(name, lambda j: j.status.ready == 0)
+        assert during.status.active == 1  # still backing off: nothing created, and the running pod counted
+        assert len(workloads.pods(f"app={name}")) == 8
+        now = cluster_lab.call(cluster_lab.clock.now)
+        cluster_lab.call(lambda: cluster_lab.clock.advance(failed_at + 600 - now))
+        after = workloads.wait_pods(f"app={name}", lambda ps: len(ps) == 15)
+    replacements = [p for p in after if p.metadata.name not in {f.metadata.name for f in pods}]
+    assert sorted(int(p.metadata.annotations[INDEX]) for p in replacements) == list(range(7))
+    earliest = datetime.fromtimestamp(int(failed_at) + 600, UTC)
+    assert all(p.metadata.creation_timestamp >= earliest for p in replacements)
 
 
 def test_complete_waits_until_no_pod_is_terminating(workloads: Workloads) -> None:

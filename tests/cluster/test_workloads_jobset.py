@@ -14,7 +14,7 @@ from airflow_provider_dispatch.lab.controllers.garbage_collector import GarbageC
 from airflow_provider_dispatch.lab.controllers.job import JobController
 from airflow_provider_dispatch.lab.controllers.jobset import JobSetController
 
-from .workload_steps import JOBSET, Workloads, condition, job_condition, unique
+from .workload_steps import JOBSET, Workloads, condition, immutable_replicated_jobs, job_condition, unique
 
 CONTROLLERS = [JobSetController, JobController, GarbageCollector]
 RESTART_ATTEMPT = "jobset.sigs.k8s.io/restart-attempt"
@@ -142,10 +142,7 @@ def test_the_webhook_refuses_template_changes_of_a_running_jobset(workloads: Wor
 
     with pytest.raises(ApiException) as refused:
         _update(workloads, name, relabel)
-    status = json.loads(refused.value.body)
-    assert (status["code"], status["reason"]) == (403, "Forbidden")
-    assert status["message"].startswith('admission webhook "vjobset.kb.io" denied the request: spec.replicatedJobs:')
-    assert status["message"].endswith(": field is immutable")
+    immutable_replicated_jobs(refused.value, name)  # 422 Invalid since JobSet v0.12.0 (it was 403 before)
 
     def change_image(spec: dict[str, Any]) -> None:
         spec["suspend"] = True
@@ -154,6 +151,81 @@ def test_the_webhook_refuses_template_changes_of_a_running_jobset(workloads: Wor
     with pytest.raises(ApiException) as still_refused:  # only the five scheduling fields may change
         _update(workloads, name, change_image)
     assert json.loads(still_refused.value.body)["message"].endswith(": field is immutable")
+
+
+def test_an_update_is_not_defaulted_again(workloads: Workloads) -> None:
+    """JobSet's mutating webhook runs on CREATE only (v0.9.0 and later): an update that drops a field the webhook
+    defaulted at creation keeps it dropped, and the validator refuses it, as the real control plane does."""
+    name = unique("js")
+    _create(workloads, _jobset(name, replicas=1, suspend=True))
+
+    def drop_completion_mode(spec: dict[str, Any]) -> None:
+        del spec["replicatedJobs"][0]["template"]["spec"]["completionMode"]
+
+    with pytest.raises(ApiException) as refused:
+        _update(workloads, name, drop_completion_mode)
+    status = immutable_replicated_jobs(refused.value, name)
+    assert '"completionMode"' not in status["message"]  # the value shown is the update's, without it
+    current = workloads.custom.get_namespaced_custom_object(*JOBSET, workloads.namespace, "jobsets", name)
+    assert current["spec"]["replicatedJobs"][0]["template"]["spec"]["completionMode"] == "Indexed"
+
+    def drop_network(spec: dict[str, Any]) -> None:  # outside spec.replicatedJobs: nothing refuses it
+        del spec["network"]
+
+    assert "network" not in _update(workloads, name, drop_network)["spec"]
+
+
+def test_the_jobs_of_a_previous_jobset_of_the_same_name_are_not_its_own(workloads: Workloads) -> None:
+    """`getChildJobs` lists Jobs by the controller owner's UID: a finished Job left by a deleted JobSet of the
+    same name (the garbage collector has not removed it yet) does not complete the new one."""
+    name = unique("js")
+    stale = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {
+            "name": f"{name}-worker-previous",
+            "labels": {"jobset.sigs.k8s.io/replicatedjob-name": "worker", RESTART_ATTEMPT: "0"},
+            # keeps it while the garbage collector deletes it: its owner's UID names no JobSet
+            "finalizers": ["example.com/hold"],
+            "ownerReferences": [
+                {
+                    "apiVersion": "jobset.x-k8s.io/v1alpha2",
+                    "kind": "JobSet",
+                    "name": name,
+                    "uid": "00000000-0000-0000-0000-00000000dead",
+                    "controller": True,
+                }
+            ],
+        },
+        "spec": {
+            "suspend": True,
+            "template": {"spec": {"restartPolicy": "Never", "containers": [{"name": "node", "image": "busybox"}]}},
+        },
+    }
+    workloads.batch.create_namespaced_job(workloads.namespace, stale)
+    now = "2026-01-01T00:00:00Z"
+    done = [
+        {"type": kind, "status": "True", "lastProbeTime": now, "lastTransitionTime": now}
+        for kind in ("SuccessCriteriaMet", "Complete")
+    ]
+    workloads.batch.patch_namespaced_job_status(
+        stale["metadata"]["name"],
+        workloads.namespace,
+        {"status": {"conditions": done, "succeeded": 1, "startTime": now, "completionTime": now}},
+    )
+    _create(workloads, _jobset(name, replicas=1))
+
+    def own_job_active(js: dict[str, Any] | None) -> bool:
+        statuses = ((js or {}).get("status") or {}).get("replicatedJobsStatus") or [{}]
+        return bool(statuses[0].get("active") == 1)
+
+    running = workloads.wait_jobset(name, own_job_active)  # the old code completed it at once instead
+    assert running is not None
+    assert running["status"]["replicatedJobsStatus"][0]["succeeded"] == 0
+    assert condition(running, "Completed") is None
+    workloads.batch.patch_namespaced_job(
+        stale["metadata"]["name"], workloads.namespace, {"metadata": {"finalizers": None}}
+    )
 
 
 def test_all_jobs_completing_completes_the_jobset(workloads: Workloads) -> None:

@@ -21,6 +21,7 @@ from airflow_provider_dispatch.lab.controllers import WORKLOAD_CONTROLLERS
 
 from .workload_steps import (
     ATTEMPT_LABEL,
+    JOBSET,
     Workloads,
     attempt_patch,
     condition,
@@ -226,6 +227,39 @@ def test_failure_propagates_to_the_trainjob(workloads: Workloads) -> None:
     job = workloads.batch.read_namespaced_job(f"{name}-node-0", workloads.namespace)
     assert job_condition(job, "Failed").reason == "BackoffLimitExceeded"
     assert job_condition(job, "FailureTarget") is not None
+
+
+def test_a_failed_trainjob_whose_jobset_disappears_runs_again(workloads: Workloads) -> None:
+    """Trainer v2.3.0's hazard, kept (a limit in docs/fidelity.md): `Reconcile` clears a `Failed` condition on
+    every pass (`removeFailedCondition`), so once the JobSet of a failed TrainJob is gone (deleted, or its TTL
+    after finished) the TrainJob looks unfinished and `Build` applies a new JobSet, unsuspended: the training runs
+    again although nobody admitted it (no new runtime patch; under Kueue its Workload is already Finished).
+    Fixed on Trainer's master by kubeflow/trainer#3891, after v2.3.0."""
+    name = _running_trainjob(workloads, backoffLimit=0)
+    first, second = sorted(p.metadata.name for p in workloads.pods(trainjob_selector(name)))
+    workloads.report_finished(first, "Failed")
+    workloads.wait_pods(trainjob_selector(name), lambda ps: any(p.metadata.deletion_timestamp for p in ps))
+    workloads.confirm_termination(second)
+    failed = workloads.wait_trainjob(name, lambda tj: condition(tj, "Failed") is not None)
+    old_jobset = workloads.wait_jobset(name, lambda js: js is not None)
+    assert old_jobset is not None
+
+    workloads.custom.delete_namespaced_custom_object(*JOBSET, workloads.namespace, "jobsets", name)
+
+    rebuilt = workloads.wait_jobset(
+        name, lambda js: js is not None and js["metadata"]["uid"] != old_jobset["metadata"]["uid"]
+    )
+    assert rebuilt is not None
+    assert rebuilt["spec"]["suspend"] is False
+    old_pods = {first, second}
+    again = workloads.wait_pods(
+        trainjob_selector(name), lambda ps: len([p for p in ps if p.metadata.name not in old_pods]) == 2
+    )
+    new_pods = [p for p in again if p.metadata.name not in old_pods]
+    assert {p.metadata.labels[ATTEMPT_LABEL] for p in new_pods} == {"1"}  # the same patch: no new admission
+    running = workloads.wait_trainjob(name, lambda tj: condition(tj, "Failed") is None)
+    assert running["spec"]["runtimePatches"] == failed["spec"]["runtimePatches"]
+    assert running["spec"]["suspend"] is False
 
 
 def test_deleting_the_trainjob_cascades_to_jobset_jobs_and_pods(workloads: Workloads) -> None:

@@ -428,7 +428,8 @@ def test_jobset_update_rule(old: Obj, new: Obj, allowed: bool) -> None:
     errors = update_errors(old, new)
     assert (errors == []) is allowed
     assert all(
-        e.startswith("spec.replicatedJobs: Invalid value: ") and e.endswith(": field is immutable") for e in errors
+        path == "spec.replicatedJobs" and body.startswith("Invalid value: ") and body.endswith(": field is immutable")
+        for path, body in errors
     )
 
 
@@ -481,7 +482,7 @@ def test_first_pending_indexes(policy: str, expected: list[int]) -> None:
 
 
 @pytest.mark.parametrize(
-    ("failures", "elapsed", "remaining"), [(0, 0, 0), (1, 4, 6), (2, 5, 15), (3, 50, 0), (12, 0, 360)]
+    ("failures", "elapsed", "remaining"), [(0, 0, 0), (1, 4, 6), (2, 5, 15), (3, 50, 0), (7, 0, 600), (12, 0, 600)]
 )
 def test_pod_failure_backoff(failures: int, elapsed: float, remaining: float) -> None:
     record = jp.BackoffRecord(failures, 1000.0 if failures else None)

@@ -10,6 +10,7 @@ Terminating forever, which is what a frozen node looks like.
 from __future__ import annotations
 
 import copy
+import json
 import uuid
 from typing import Any
 
@@ -205,6 +206,24 @@ class Workloads:
         except ApiException as error:
             if error.status != 404:
                 raise
+
+
+def immutable_replicated_jobs(error: ApiException, jobset: str) -> Obj:
+    """The Status of JobSet v0.12.0's refusal of a change to `spec.replicatedJobs` (`ValidateUpdate` returns
+    `apierrors.NewInvalid`, which controller-runtime passes on: 422 Invalid, the cause in the details), checked
+    and returned. The lab and the real control plane answer alike (docs/fidelity.md)."""
+    status: Obj = json.loads(error.body)
+    assert (status["code"], status["reason"]) == (422, "Invalid")
+    assert status["message"].startswith(
+        f'admission webhook "vjobset.kb.io" denied the request: JobSet.jobset.x-k8s.io "{jobset}" is invalid: '
+        "spec.replicatedJobs: Invalid value: "
+    )
+    assert status["message"].endswith(": field is immutable")
+    assert [(c["field"], c["reason"]) for c in status["details"]["causes"]] == [
+        ("spec.replicatedJobs", "FieldValueInvalid")
+    ]
+    assert status["details"]["kind"] == "JobSet"
+    return status
 
 
 def trainjob_selector(name: str) -> str:

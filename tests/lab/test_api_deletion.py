@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 
 import kubernetes
 import pytest
 from kubernetes.client import ApiException
 
 from airflow_provider_dispatch.lab import manifests
+from airflow_provider_dispatch.lab.runtime import Lab
 
 TRAINER = ("trainer.kubeflow.org", "v1alpha1")
 
@@ -35,7 +37,19 @@ def test_scheduled_pod_stays_terminating_for_its_grace_period(
     assert pod.metadata.generation == created.metadata.generation + 1
 
 
-def test_only_a_shorter_grace_period_changes_anything(core_v1: kubernetes.client.CoreV1Api, namespace: str) -> None:
+@pytest.fixture
+def stopped_clock(lab: Lab) -> Iterator[Lab]:
+    """Lab time stands still during the test, except where it advances it (the session lab runs at speed 100)."""
+    speed = lab.clock.speed
+    lab.call(lambda: lab.clock.set_speed(0.0))
+    yield lab
+    lab.call(lambda: lab.clock.set_speed(speed))
+
+
+def test_only_a_shorter_grace_period_changes_anything(
+    core_v1: kubernetes.client.CoreV1Api, namespace: str, stopped_clock: Lab
+) -> None:
+    # The clock stands still: the shorter deadline below stays in the future (a past one is clamped, next test).
     core_v1.create_namespaced_pod(namespace, manifests.pod("p", node_name="n1", grace_seconds=30))
     core_v1.delete_namespaced_pod("p", namespace)
     first = core_v1.read_namespaced_pod("p", namespace)
@@ -47,6 +61,24 @@ def test_only_a_shorter_grace_period_changes_anything(core_v1: kubernetes.client
     shorter = core_v1.read_namespaced_pod("p", namespace)
     assert shorter.metadata.deletion_grace_period_seconds == 10
     assert first.metadata.deletion_timestamp - shorter.metadata.deletion_timestamp == timedelta(seconds=20)
+    core_v1.delete_namespaced_pod("p", namespace, grace_period_seconds=0)
+    assert _gone(core_v1, namespace, "p")
+
+
+def test_a_shortened_deadline_in_the_past_becomes_now(
+    core_v1: kubernetes.client.CoreV1Api, namespace: str, stopped_clock: Lab
+) -> None:
+    """`BeforeDelete` (k8s.io/apiserver v0.36.3): a shorter grace whose deadline has already passed moves the
+    deadline to now with grace 1 s, so the pod is still deleted gracefully and its kubelet deletes it."""
+    core_v1.create_namespaced_pod(namespace, manifests.pod("p", node_name="n1", grace_seconds=300))
+    core_v1.delete_namespaced_pod("p", namespace)
+    stopped_clock.call(lambda: stopped_clock.clock.advance(100))
+    now = datetime.fromtimestamp(int(stopped_clock.call(stopped_clock.clock.now)), UTC)
+    core_v1.delete_namespaced_pod("p", namespace, grace_period_seconds=30)  # requested 100 s ago + 30 s: past
+    pod = core_v1.read_namespaced_pod("p", namespace)
+    assert (pod.metadata.deletion_timestamp, pod.metadata.deletion_grace_period_seconds) == (now, 1)
+    core_v1.delete_namespaced_pod("p", namespace, grace_period_seconds=-5)  # negative counts as 1: no change
+    assert core_v1.read_namespaced_pod("p", namespace).metadata.resource_version == pod.metadata.resource_version
     core_v1.delete_namespaced_pod("p", namespace, grace_period_seconds=0)
     assert _gone(core_v1, namespace, "p")
 

@@ -14,8 +14,10 @@ and the workload controllers above it depend on them:
 - Running: `wantActive` = parallelism, bounded by the completions still missing; extra pods are deleted, and
   `wantActive - active` pods are created, minus `terminating` only when `onlyReplaceFailedPods` (policy
   `Failed` or a pod failure policy). So with the default `TerminatingOrFailed` the replacements start beside
-  the terminating pods. After a pod failure, creation waits for the backoff (10 s doubling); note that
-  upstream then reports `active: 0` for that sync (`return 0, ...` in `manageJob`), reproduced as is.
+  the terminating pods. After a pod failure, creation waits for the backoff (10 s doubling up to 10 min,
+  `job_pods.py`); that sync reports the current `active`, as Kubernetes v1.36.3 does (`return active, ...`
+  in `manageJob`; v1.36.0 and earlier reported `active: 0` there, which the apiserver then refused whenever
+  `ready` exceeded it).
 - Finishing: failures above `backoffLimit` (or, for restartPolicy OnFailure, container restarts reaching it)
   or a passed `activeDeadlineSeconds` fail the Job; its active pods are deleted (finalizers kept) and the
   terminal condition waits for them (`job_tracking.py`).
@@ -336,7 +338,7 @@ class JobController(JobTracking, QueueController[Key]):
         wait = ctx.backoff.remaining(self.clock.now())
         if wait > 0:
             self.queue.add_after(ctx.key, max(wait, BATCH_PERIOD))
-            return 0, None
+            return active, None
         missing = min(missing, MAX_CREATE_DELETE_PER_SYNC)
         indexes: list[int | None] = [None] * missing
         if jp.is_indexed(job):

@@ -20,8 +20,9 @@ Sources, `kubernetes/kubernetes:pkg/controller/`:
   string `1,3-5`.
 - `controller_utils.go` `ActivePods` ordering for scale-down: unscheduled, then pending, then not ready,
   then newer pods first (pod-deletion cost and ready time are not reproduced).
-- `backoff_utils.go`: after `n` failures since the last success, new pods wait 10 s doubling up to 6 min
-  from the last failure.
+- `backoff_utils.go` `getRemainingTimeForFailuresCount`: after `n` failures since the last success, new pods
+  wait 10 s doubling up to 10 min from the last failure (`job_controller.go` `DefaultJobPodFailureBackOff` and
+  `MaxJobPodFailureBackOff`, Kubernetes v1.36.3; the cap was 6 min in older releases).
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ TRACKING_FINALIZER = "batch.kubernetes.io/job-tracking"
 COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
 TERMINAL = ("Succeeded", "Failed")
 DEFAULT_BACKOFF = 10.0
-MAX_BACKOFF = 360.0
+MAX_BACKOFF = 600.0
 
 
 def phase(pod: Mapping[str, Any]) -> str:

@@ -3,8 +3,11 @@
 `kubernetes-sigs/jobset:pkg/controllers/jobset_controller.go` `Reconcile` / `reconcile`, in order:
 
 1. Skip a JobSet being deleted or managed by another controller (`spec.managedBy`).
-2. Sort its Jobs (found, as upstream, by the controller owner's kind and name) and compute
-   `replicatedJobsStatus` (`jobset_jobs.py`).
+2. Sort its Jobs and compute `replicatedJobsStatus` (`jobset_jobs.py`). The Jobs are found as `getChildJobs`
+   lists them, through the `JobsIndexByJobSetKey` index of `SetupJobSetIndexes`: the controller owner must be a
+   JobSet and its UID the JobSet's, so the Jobs of a deleted JobSet whose name was reused (still there while
+   the garbage collector deletes them) are not counted. Events still reach the JobSet by the owner's name
+   (`Owns(&batchv1.Job{})`).
 3. A finished JobSet deletes its remaining active Jobs (Foreground) and stops there. Jobs of a previous
    restart are deleted (Foreground). A failed Job runs the failure policy; enough successful Jobs complete
    the JobSet (`Completed`, `AllJobsCompleted`, `jobset completed successfully`).
@@ -95,16 +98,28 @@ class JobSetController(QueueController[Key]):
             self.queue.add((key_of(obj)[0], owner))
 
     @staticmethod
-    def _owner_name(job: Obj) -> str | None:
-        """The `JobOwnerKey` index: the controller owner's name, when it is a JobSet."""
+    def _jobset_owner(job: Obj) -> Obj | None:
+        """The controller owner reference, when it is a JobSet."""
         owner = controller_of(job)
         if owner and owner.get("apiVersion") == JOBSET.api_version and owner.get("kind") == JOBSET.kind:
-            return str(owner.get("name"))
+            return owner
         return None
 
+    @classmethod
+    def _owner_name(cls, job: Obj) -> str | None:
+        """Where an event of the Job is queued: `handler.EnqueueRequestForOwner` maps it by the owner's name."""
+        owner = cls._jobset_owner(job)
+        return None if owner is None else str(owner.get("name"))
+
     def _child_jobs(self, jobset: Obj) -> list[Obj]:
-        namespace, name = key_of(jobset)
-        return [job for job in self.jobs.items() if key_of(job)[0] == namespace and self._owner_name(job) == name]
+        """`getChildJobs`: the Jobs in the namespace whose `JobsIndexByJobSetKey` (the controller owner's UID, for
+        a JobSet owner; `SetupJobSetIndexes`) is this JobSet's UID."""
+        namespace, uid = key_of(jobset)[0], meta(jobset).get("uid")
+        return [
+            job
+            for job in self.jobs.items()
+            if key_of(job)[0] == namespace and (self._jobset_owner(job) or {}).get("uid") == uid
+        ]
 
     async def sync(self, key: Key) -> None:
         cached = self.jobsets.get(*key)

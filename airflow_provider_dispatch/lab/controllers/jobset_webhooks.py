@@ -1,15 +1,24 @@
-"""JobSet's webhooks, as admission plugins (`kubernetes-sigs/jobset:pkg/webhooks/jobset_webhook.go`).
+"""JobSet's webhooks, as admission plugins (`kubernetes-sigs/jobset:pkg/webhooks/jobset_webhook.go`, v0.12.0).
 
-- `mjobset.kb.io` (`Default`, create and update): success policy `All`, startup policy `AnyOrder`, each
-  replicated Job's completion mode `Indexed` and pod restart policy `OnFailure`, DNS hostnames and
-  publishNotReadyAddresses on, failure-policy rules named `failurePolicyRule<i>`. This is why Trainer's Jobs
-  are Indexed and their pods named `<job>-<index>-<random>`.
+- `mjobset.kb.io` (`Default`), on CREATE only, as its kubebuilder marker (`verbs=create`) and
+  `config/components/webhook/manifests.yaml` register it since v0.9.0 (kubernetes-sigs/jobset#927): success
+  policy `All`, startup policy `AnyOrder`, each replicated Job's completion mode `Indexed` and pod restart
+  policy `OnFailure`, DNS hostnames and publishNotReadyAddresses on, failure-policy rules named
+  `failurePolicyRule<i>`. This is why Trainer's Jobs are Indexed and their pods named `<job>-<index>-<random>`.
+  An update is not defaulted again: a write that drops a defaulted field of `spec.replicatedJobs` is refused by
+  the validator below. Trainer's server-side apply keeps them, because the fields the webhook set at creation
+  belong to no field manager, so an apply that leaves them out does not remove them (the apiserver computes the
+  managed fields before mutating admission, `apiserver/pkg/endpoints/handlers/patch.go`).
 - `vjobset.kb.io` (`ValidateUpdate`): when the old or the new JobSet is suspended, the pod templates'
-  labels, annotations, nodeSelector, tolerations and schedulingGates may change; everything else in
+  labels, annotations, nodeSelector, tolerations and schedulingGates may change, each replicated Job taking the
+  old values of the old replicated Job of the same name (`oldJobsMap`); everything else in
   `spec.replicatedJobs` is immutable (`apivalidation.ValidateImmutableField`: `field is immutable`), as is
-  `spec.managedBy` (research k8s-apis.md §2.2, §6 rule 5). Denials are 403 with the webhook prefix
-  (`webhook_errors.py`). Not reproduced: the create-time checks (name lengths, subdomain, failure-policy
-  rule names, coordinator), which dispatch does not exercise.
+  `spec.managedBy` (research k8s-apis.md §2.2, §6 rule 5). The refusal is `apierrors.NewInvalid`, an
+  `APIStatus`, so controller-runtime passes its Status on (`validationResponseFromStatus`): the client gets 422
+  `Invalid`, `JobSet.jobset.x-k8s.io "<name>" is invalid: ...` behind the webhook prefix, with the causes in
+  the details. Seen on the real control plane (`docs/fidelity.md`). Not reproduced: the create-time checks (name
+  lengths, subdomain, failure-policy rule names, coordinator), the `ElasticJobSet` gate (alpha, off), which
+  dispatch does not exercise.
 """
 
 from __future__ import annotations
@@ -19,6 +28,8 @@ from typing import Any
 
 from airflow_provider_dispatch.lab.admission import AdmissionRequest, Operation
 from airflow_provider_dispatch.lab.controllers import webhook_errors
+from airflow_provider_dispatch.lab.errors import ApiError
+from airflow_provider_dispatch.lab.errors import invalid as invalid_error
 from airflow_provider_dispatch.lab.resources import ResourceType
 
 Obj = dict[str, Any]
@@ -28,12 +39,12 @@ VALIDATOR = "vjobset.kb.io"
 MUTABLE_WHILE_SUSPENDED = ("nodeSelector", "tolerations", "schedulingGates")
 
 
-def _is_jobset(resource: ResourceType, subresource: str | None, operation: Operation) -> bool:
+def _is_jobset(resource: ResourceType, subresource: str | None, operation: Operation, verbs: tuple[str, ...]) -> bool:
     return (
         resource.group == "jobset.x-k8s.io"
         and resource.plural == "jobsets"
         and subresource is None
-        and operation in ("CREATE", "UPDATE")
+        and operation in verbs
     )
 
 
@@ -72,13 +83,18 @@ def _pod_template(rjob: Obj) -> Obj:
     return template
 
 
-def update_errors(old: Obj, new: Obj) -> list[str]:
-    """`ValidateUpdate`: the field errors, empty when the update is allowed."""
+def update_errors(old: Obj, new: Obj) -> list[tuple[str, str]]:
+    """`ValidateUpdate`: the field errors as (field, `ErrorBody`), empty when the update is allowed."""
     old_spec, new_spec = old.get("spec") or {}, new.get("spec") or {}
     munged = copy.deepcopy(new_spec.get("replicatedJobs") or [])
-    old_jobs = copy.deepcopy(old_spec.get("replicatedJobs") or [])
+    old_by_name = {
+        rjob.get("name"): copy.deepcopy(rjob) for rjob in old_spec.get("replicatedJobs") or () if isinstance(rjob, dict)
+    }
     if old_spec.get("suspend") is True or new_spec.get("suspend") is True:
-        for rjob, old_rjob in zip(munged, old_jobs, strict=False):
+        for rjob in munged:
+            old_rjob = old_by_name.get(rjob.get("name")) if isinstance(rjob, dict) else None
+            if old_rjob is None:
+                continue  # a new replicated Job: nothing to take from the old one
             template, old_template = _pod_template(rjob), _pod_template(old_rjob)
             template_meta = template.setdefault("metadata", {})
             old_meta = old_template.get("metadata") or {}
@@ -93,12 +109,19 @@ def update_errors(old: Obj, new: Obj) -> list[str]:
                     pod_spec[name] = copy.deepcopy(old_pod_spec[name])
     errors = []
     if _normal(munged) != _normal(old_spec.get("replicatedJobs") or []):
-        errors.append(
-            webhook_errors.invalid("spec.replicatedJobs", new_spec.get("replicatedJobs"), "field is immutable")
-        )
+        errors.append(("spec.replicatedJobs", webhook_errors.invalid_body(munged, "field is immutable")))
     if new_spec.get("managedBy") != old_spec.get("managedBy"):
-        errors.append(webhook_errors.invalid("spec.managedBy", new_spec.get("managedBy"), "field is immutable"))
+        errors.append(("spec.managedBy", webhook_errors.invalid_body(new_spec.get("managedBy"), "field is immutable")))
     return errors
+
+
+def update_refusal(name: str, errors: list[tuple[str, str]]) -> ApiError:
+    """The 422 the client sees: `NewInvalid(JobSet, name, errs)`, passed on by controller-runtime and prefixed
+    by the apiserver (`webhookerrors.ToStatusErr`)."""
+    causes = [{"reason": "FieldValueInvalid", "message": body, "field": path} for path, body in errors]
+    refusal = invalid_error("JobSet", "jobset.x-k8s.io", name, causes)
+    refusal.message = f'admission webhook "{VALIDATOR}" denied the request: {refusal.message}'
+    return refusal
 
 
 def _normal(value: Any) -> Any:
@@ -116,7 +139,7 @@ class JobSetDefaulter:
     configuration = "jobset-mutating-webhook-configuration"
 
     def handles(self, resource: ResourceType, subresource: str | None, operation: Operation) -> bool:
-        return _is_jobset(resource, subresource, operation)
+        return _is_jobset(resource, subresource, operation, ("CREATE",))
 
     async def mutate(self, request: AdmissionRequest) -> None:
         if request.obj is not None:
@@ -130,7 +153,7 @@ class JobSetValidator:
     name = VALIDATOR
 
     def handles(self, resource: ResourceType, subresource: str | None, operation: Operation) -> bool:
-        return _is_jobset(resource, subresource, operation)
+        return _is_jobset(resource, subresource, operation, ("CREATE", "UPDATE"))
 
     async def mutate(self, request: AdmissionRequest) -> None:
         return None
@@ -140,4 +163,4 @@ class JobSetValidator:
             return
         errors = update_errors(request.old, request.obj)
         if errors:
-            raise webhook_errors.denied(VALIDATOR, errors)
+            raise update_refusal(request.name, errors)

@@ -1,7 +1,7 @@
 """How a controller-runtime webhook's denial reaches the client, through the apiserver.
 
-Trainer's and JobSet's validators return a `field.ErrorList` aggregate (`errs.ToAggregate()`), which is not
-an `APIStatus`, so controller-runtime answers `admission.Denied(err.Error())`
+Trainer's validators (and JobSet's up to v0.11) return a `field.ErrorList` aggregate (`errs.ToAggregate()`),
+which is not an `APIStatus`, so controller-runtime answers `admission.Denied(err.Error())`
 (`controller-runtime:pkg/webhook/admission/validator_custom.go` `Handle`). `Denied` is
 `ValidationResponse(false, message)`: `Result{Code: 403, Reason: Forbidden, Message: message}`
 (`pkg/webhook/admission/response.go`, v0.15 onwards). The apiserver turns that into the client's Status with
@@ -11,7 +11,8 @@ reason kept, status `Failure`, message prefixed `admission webhook "<name>" deni
 Field errors print as `field.Error.Error()` (`apimachinery/pkg/util/validation/field/errors.go`):
 `<path>: Forbidden: <detail>` and `<path>: Invalid value: <value>: <detail>`; an aggregate of one error is
 that error's text, of several `[a, b]` with duplicates dropped (`util/errors/errors.go` `aggregate.Error`).
-Go renders a struct value with `%#v`; the lab renders it as JSON, which is the one place its text differs.
+A struct or list value is rendered as JSON (`ErrorBody`: `json.Marshal`, `%#v` only if that fails), in the Go
+struct's field order; the lab sorts the keys, which is the one place its text differs.
 """
 
 from __future__ import annotations
@@ -27,6 +28,11 @@ def forbidden(path: str, detail: str) -> str:
 
 
 def invalid(path: str, value: Any, detail: str) -> str:
+    return f"{path}: {invalid_body(value, detail)}"
+
+
+def invalid_body(value: Any, detail: str) -> str:
+    """`field.Error.ErrorBody()` of an Invalid error: `Invalid value: <value>: <detail>`."""
     if isinstance(value, str):
         shown = json.dumps(value)
     elif isinstance(value, bool):
@@ -37,7 +43,7 @@ def invalid(path: str, value: Any, detail: str) -> str:
         shown = "null"
     else:
         shown = json.dumps(value, sort_keys=True, separators=(",", ":"))
-    return f"{path}: Invalid value: {shown}: {detail}"
+    return f"Invalid value: {shown}: {detail}"
 
 
 def aggregate(messages: list[str]) -> str:

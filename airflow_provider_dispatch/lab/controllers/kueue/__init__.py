@@ -1,8 +1,9 @@
 """Kueue in the lab: the TrainJob integration, the workload controller, the scheduler and queue status.
 
 `KUEUE_CONTROLLERS` are the factories `(ClusterContext) -> Controller` of one Kueue installation with the
-snapshot's defaults; `kueue_controllers(config)` builds them with another `KueueConfig`. The webhooks order
-themselves by configuration name as the apiserver does (`lab/admission.py`, `webhook.py`), so any list order works:
+defaults of Kueue v0.19.2 (`config.py`: waitForPodsReady on); `kueue_controllers(config)` builds them with
+another `KueueConfig`. The webhooks order themselves by configuration name as the apiserver does
+(`lab/admission.py`, `webhook.py`), so any list order works:
 
     AsyncLab(controllers=[*WORKLOAD_CONTROLLERS, *NODE_CONTROLLERS, *KUEUE_CONTROLLERS])
 
@@ -16,7 +17,12 @@ from __future__ import annotations
 import functools
 
 from airflow_provider_dispatch.lab.cluster import ClusterContext, Controller, ControllerFactory
-from airflow_provider_dispatch.lab.controllers.kueue.config import DEFAULT_CONFIG, KueueConfig
+from airflow_provider_dispatch.lab.controllers.kueue.config import (
+    DEFAULT_CONFIG,
+    KueueConfig,
+    RequeuingStrategy,
+    WaitForPodsReady,
+)
 from airflow_provider_dispatch.lab.controllers.kueue.job_reconciler import KueueJobReconciler
 from airflow_provider_dispatch.lab.controllers.kueue.queue_status import KueueQueueStatusController
 from airflow_provider_dispatch.lab.controllers.kueue.scheduler import KueueScheduler
@@ -53,5 +59,7 @@ __all__ = [
     "KueueScheduler",
     "KueueWebhookServer",
     "KueueWorkloadController",
+    "RequeuingStrategy",
+    "WaitForPodsReady",
     "kueue_controllers",
 ]

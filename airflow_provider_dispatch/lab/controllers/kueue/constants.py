@@ -1,8 +1,9 @@
 """The names Kueue writes and reads: labels, finalizer, field managers, condition types and reasons.
 
-Each value is the upstream constant at the snapshot the lab's CRDs come from (kubernetes-sigs/kueue main after
-v0.19.2, see `lab/crds/SOURCES.md`), from `apis/kueue/v1beta2/workload_types.go`, `clusterqueue_types.go`,
-`pkg/controller/constants/constants.go` and `pkg/constants/constants.go`; k8s-apis.md §4 quotes them.
+Each value is the upstream constant of kubernetes-sigs/kueue v0.19.2, the version the lab's CRDs come from (see
+`lab/crds/SOURCES.md`), from `apis/kueue/v1beta2/workload_types.go`, `clusterqueue_types.go`,
+`pkg/controller/constants/constants.go` and `pkg/constants/constants.go`; k8s-apis.md §4 quotes them. (They were
+first read on the main branch after v0.19.2, and are the same in the release.)
 """
 
 from __future__ import annotations
@@ -95,11 +96,31 @@ EVICTED_BY_PREEMPTION: Final = "Preempted"
 EVICTED_BY_ADMISSION_CHECK: Final = "AdmissionCheck"
 EVICTED_DUE_TO_NODE_FAILURES: Final = "NodeFailures"
 EVICTED_BY_DEACTIVATION: Final = "Deactivated"
+#: `WorkloadEvictedByPodsReadyTimeout`
+EVICTED_BY_PODS_READY_TIMEOUT: Final = "PodsReadyTimeout"
+#: `WorkloadRequeuingLimitExceeded`: the DeactivationTarget reason once `backoffLimitCount` re-queues are used
+REASON_REQUEUING_LIMIT_EXCEEDED: Final = "RequeuingLimitExceeded"
 REASON_REACTIVATED: Final = "Reactivated"
 REASON_BACKOFF_FINISHED: Final = "BackoffFinished"
 REASON_IN_CLUSTER_QUEUE: Final = "InClusterQueue"
 REASON_SUCCEEDED: Final = "Succeeded"
 REASON_FAILED: Final = "Failed"
+
+# --- the PodsReady condition (workload_types.go; jobframework/reconciler.go `generatePodsReadyCondition`) --------
+
+#: False: not all pods ready since admission, or not admitted; also the eviction's underlying cause
+PODS_READY_WAIT_FOR_START: Final = "WaitForStart"
+#: False: the pods were ready once since admission, and no longer are; also the eviction's underlying cause
+PODS_READY_WAIT_FOR_RECOVERY: Final = "WaitForRecovery"
+#: True, the first time since admission
+PODS_READY_STARTED: Final = "Started"
+#: True again after `WaitForRecovery`
+PODS_READY_RECOVERED: Final = "Recovered"
+PODS_READY_NOT_READY_MESSAGE: Final = "Not all pods are ready or succeeded"
+PODS_READY_RECOVERY_MESSAGE: Final = "At least one pod has failed, waiting for recovery"
+PODS_READY_READY_MESSAGE: Final = "All pods reached readiness and the workload is running"
+#: `SetConditionAndUpdate(..., constants.JobControllerName, ...)`: the field manager is the prefix plus the type
+PODS_READY_MANAGER: Final = "kueue-job-controller-PodsReady"
 
 # --- admission check states (workload_types.go `CheckState`) -------------------------------------------------
 

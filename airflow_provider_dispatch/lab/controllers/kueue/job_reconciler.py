@@ -11,6 +11,12 @@ JobSets, `trainjob_controller.go`), following upstream's numbered steps:
 2. A Complete/Failed TrainJob makes its Workload `Finished=True` (reason `Succeeded`/`Failed`), which no longer
    counts against quota.
 3. No Workload: a running job is stopped, then the Workload is created (`workload_builder.py`).
+5. waitForPodsReady (on by default in v0.19, `config.py`): the `PodsReady` condition Kueue wants now
+   (`generatePodsReadyCondition`): False `WaitForStart` while not admitted or before the pods were all ready,
+   True `Started` once they are (`trainjob_adapter.pods_ready`), False `WaitForRecovery` when they no longer
+   are, True `Recovered` when they are again. Written (`SetConditionAndUpdate`, `status_writer.py`) when its
+   type, status and reason differ from the Workload's, and the reconcile ends there. The workload controller
+   times it out (`workload_controller.py`, step 8).
 6. `Evicted=True`: stop the job (suspend; `jobs are still active` until no Job is active); once
    `!IsActive()`, release the quota: `Requeued` (True at once for `Preempted` and `NodeFailures`, False
    otherwise), `QuotaReserved=False` with the eviction message, admission cleared. For TrainJob this happens
@@ -21,7 +27,9 @@ JobSets, `trainjob_controller.go`), following upstream's numbered steps:
    label change.
 8. Unsuspended but not admitted: suspend again ("Running job is not admitted by a cluster queue, suspending").
 
-Not reproduced: Events, reclaimable pods (step 4), waitForPodsReady (step 5), prebuilt workloads, MultiKueue.
+Not reproduced: Events, reclaimable pods (step 4), the readiness metrics of step 5, prebuilt workloads,
+MultiKueue. Sources: kubernetes-sigs/kueue v0.19.2, `pkg/controller/jobframework/reconciler.go` and
+`pkg/controller/jobs/trainjob/trainjob_controller.go`.
 """
 
 from __future__ import annotations
@@ -163,6 +171,8 @@ class KueueJobReconciler:
                 WORKLOAD, namespace, construct_workload(trainjob, podsets(trainjob, runtime), self.config)
             )
             return None
+        if self.config.pods_ready is not None and await self._sync_pods_ready(trainjob, wl):
+            return None
         evicted = find(wl, k.EVICTED)
         if evicted is not None and evicted.get("status") == "True":
             trainjob = await job.stop(self.client, trainjob)
@@ -221,6 +231,33 @@ class KueueJobReconciler:
             return ws.unset_quota_reservation(fresh, pending, message, now, self.config) or changed
 
         await self._update_status(wl, release)
+
+    async def _sync_pods_ready(self, trainjob: Obj, wl: Obj) -> bool:
+        """Step 5: write the `PodsReady` condition if its type, status or reason must change; whether it did."""
+        meta = trainjob["metadata"]
+        ready = job.pods_ready(trainjob, self.jobsets.get(meta["namespace"], meta["name"]))
+        status, reason, message = ws.pods_ready_condition(wl, ready)
+        if ws.has_condition_with_reason(wl, k.PODS_READY, status, reason):
+            return False
+
+        def still_wanted(fresh: Obj) -> bool:
+            now = ws.pods_ready_condition(fresh, ready)
+            return now == (status, reason, message) and not ws.has_condition_with_reason(
+                fresh, k.PODS_READY, status, reason
+            )
+
+        condition = {
+            "type": k.PODS_READY,
+            "status": "True" if status else "False",
+            "lastTransitionTime": self.now(),
+            "reason": reason,
+            "message": message,
+        }
+        wl_meta = wl["metadata"]
+        await writer.set_condition_and_update(
+            self.client, wl_meta["namespace"], wl_meta["name"], condition, k.PODS_READY_MANAGER, still_wanted
+        )
+        return True
 
     async def _start(self, trainjob: Obj, runtime: Obj, wl: Obj) -> None:
         try:

@@ -37,7 +37,7 @@ def priority_of(wl: Obj) -> int:
 
 
 def preemption_message(preemptor: Obj | None, cluster_queue: str, reason: str = k.REASON_IN_CLUSTER_QUEUE) -> str:
-    """`preemptionMessage` plus the hierarchy paths the snapshot appends (no cohort: `/<cq>`)."""
+    """`preemptionMessage` plus the hierarchy paths v0.19.2 appends (no cohort: `/<cq>`)."""
     meta = (preemptor or {}).get("metadata") or {}
     uid = meta.get("uid") or UNKNOWN
     job_uid = (meta.get("labels") or {}).get(k.JOB_UID_LABEL) or UNKNOWN

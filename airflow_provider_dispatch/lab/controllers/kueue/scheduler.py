@@ -4,8 +4,9 @@ A scheduling cycle runs whenever a Workload, LocalQueue, ClusterQueue or Admissi
 `RESYNC_SECONDS` of lab time). For each Active ClusterQueue (`queues.cluster_queue_readiness`):
 
 * the pending Workloads of its LocalQueues are taken in queue order: higher `spec.priority` first, then the
-  queue-order timestamp (`workload.go` `GetQueueOrderTimestamp`: the eviction time after an `AdmissionCheck`
-  eviction, else the creation time); a Workload is pending when active, not finished, without quota, not
+  queue-order timestamp (`workload.go` `GetQueueOrderTimestamp`: the eviction time while evicted for
+  `PodsReadyTimeout` (with the requeuing strategy's default timestamp, `Eviction`) or by an `AdmissionCheck`,
+  else the creation time); a Workload is pending when active, not finished, without quota, not
   deleted, and not backing off (`queue/cluster_queue.go` `backoffWaitingTimeExpired`: `Requeued` not False and
   `requeueAt` passed);
 * a Workload that fits (`quota.assign_flavors`) gets its quota reserved in one `PatchAdmissionStatus`
@@ -23,7 +24,6 @@ Workloads), so two cycles never count one reservation twice or miss one.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from typing import Any
 
 from airflow_provider_dispatch.lab.client import Informer, LabClient
@@ -78,14 +78,13 @@ def is_pending(wl: Obj, now: float) -> bool:
     return due is None or due <= now
 
 
-def queue_order(wl: Obj) -> tuple[int, str, str]:
+def queue_order(wl: Obj, config: KueueConfig = DEFAULT_CONFIG) -> tuple[int, str, str]:
     evicted = find(wl, k.EVICTED)
     stamp = str(wl["metadata"].get("creationTimestamp", ""))
-    if (
-        evicted is not None
-        and evicted.get("status") == "True"
-        and evicted.get("reason") == k.EVICTED_BY_ADMISSION_CHECK
-    ):
+    reasons = {k.EVICTED_BY_ADMISSION_CHECK}
+    if config.wait_for_pods_ready.requeuing_strategy.timestamp == "Eviction":
+        reasons.add(k.EVICTED_BY_PODS_READY_TIMEOUT)
+    if evicted is not None and evicted.get("status") == "True" and evicted.get("reason") in reasons:
         stamp = str(evicted.get("lastTransitionTime", stamp))
     return (-priority_of(wl), stamp, str(wl["metadata"]["name"]))
 
@@ -129,9 +128,9 @@ class KueueScheduler:
         finally:
             for task in waiters:
                 task.cancel()
-            for task in waiters:
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
+            # Not `suppress(CancelledError)` around each await: a stop that cancels this task while it waits for
+            # its waiters to end would be swallowed there, and the loop would run on. A cancelled gather raises.
+            await asyncio.gather(*waiters, return_exceptions=True)
 
     def _note(self, written: Obj | None) -> None:
         if written is not None:
@@ -169,7 +168,8 @@ class KueueScheduler:
         reserved = [wl for wl in workloads if ws.has_active_quota_reservation(wl)]
         usage = sum_usage(reserved)
         strict = (cluster_queue.get("spec") or {}).get("queueingStrategy") == "StrictFIFO"
-        for wl in sorted((wl for wl in workloads if is_pending(wl, now)), key=queue_order):
+        pending = (wl for wl in workloads if is_pending(wl, now))
+        for wl in sorted(pending, key=lambda wl: queue_order(wl, self.config)):
             assignment = assign_flavors(wl, cluster_queue, usage)
             if assignment.fits:
                 written = await self._reserve(wl, cq_name, cluster_queue, assignment)

@@ -7,6 +7,12 @@ the admission-managed conditions present, the accumulated execution time, the sc
 admission-check entry as Kueue currently holds it. Fields Kueue applied before and leaves out are removed by the
 apply (that is how `admission: nil` clears the reservation), unless another manager owns them.
 
+The `PodsReady` condition is written by `SetConditionAndUpdate` (`pkg/workload/workload.go`): `PatchStatus`, a
+server-side apply of the Workload's identity and that one condition, as manager `kueue-job-controller-PodsReady`
+with ForceOwnership. The applied condition is built on an empty status, so its `lastTransitionTime` is the time of
+the write even when only the reason changes. `PatchAdmissionStatus` applies the condition again as
+`kueue-admission` whenever it is present (`admissionManagedConditions`), so both managers own it.
+
 Two upstream paths are not SSA: `reconcileSyncAdmissionChecks` is a `Status().Update` (a conditional PUT of the
 whole status), and `spec.active=false` after a DeactivationTarget is an `Update` of the object.
 
@@ -113,15 +119,21 @@ async def update_admission_status(client: LabClient, namespace: str, name: str, 
         return await _read_mutate_apply(client, namespace, name, mutate)
 
 
+async def _get(client: LabClient, namespace: str, name: str) -> Obj | None:
+    """The Workload as the API server has it now; None when it is gone."""
+    try:
+        found: Obj = await client.get(WORKLOAD, namespace, name)
+    except Exception as error:
+        if is_not_found(error):
+            return None
+        raise
+    return found
+
+
 async def _read_mutate_apply(client: LabClient, namespace: str, name: str, mutate: Mutation) -> Obj | None:
     for _ in range(_CONFLICT_RETRIES):
-        try:
-            fresh = await client.get(WORKLOAD, namespace, name)
-        except Exception as error:
-            if is_not_found(error):
-                return None
-            raise
-        if not mutate(fresh):
+        fresh = await _get(client, namespace, name)
+        if fresh is None or not mutate(fresh):
             return None
         try:
             return await apply_admission_status(client, fresh)
@@ -131,6 +143,50 @@ async def _read_mutate_apply(client: LabClient, namespace: str, name: str, mutat
             if not is_conflict(error):
                 raise
     raise RuntimeError(f"workload {namespace}/{name}: conflicting writes, gave up after {_CONFLICT_RETRIES}")
+
+
+async def set_condition_and_update(
+    client: LabClient,
+    namespace: str,
+    name: str,
+    condition: Obj,
+    manager: str,
+    wanted: Callable[[Obj], bool],
+) -> Obj | None:
+    """`SetConditionAndUpdate`: apply `condition` (type, status, reason, message, lastTransitionTime) alone as
+    `manager`, if `wanted(fresh)` still holds for the Workload read under the lock. None when gone or not wanted."""
+    async with _lock(namespace, name):
+        fresh = await _get(client, namespace, name)
+        if fresh is None or not wanted(fresh):
+            return None
+        meta = fresh["metadata"]
+        applied = {
+            "apiVersion": WORKLOAD.api_version,
+            "kind": WORKLOAD.kind,
+            "metadata": {
+                "name": name,
+                "namespace": namespace,
+                "uid": meta.get("uid"),
+                "resourceVersion": meta.get("resourceVersion"),
+            },
+            "status": {"conditions": [{**condition, "observedGeneration": meta.get("generation", 0)}]},
+        }
+        try:
+            result: Obj = await client.patch(
+                WORKLOAD,
+                namespace,
+                name,
+                applied,
+                patch_type="apply",
+                subresource="status",
+                field_manager=manager,
+                force=True,
+            )
+        except Exception as error:
+            if is_not_found(error):
+                return None
+            raise
+        return result
 
 
 async def replace_status(client: LabClient, wl: Obj) -> Obj:

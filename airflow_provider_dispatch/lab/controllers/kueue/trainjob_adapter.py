@@ -4,6 +4,11 @@
   `active` leaves out terminating pods, so a suspended TrainJob reads inactive while its pods still terminate
   (the flaw of k8s-apis.md §4.6 and anchors.md §0.1).
 * `finished`: the TrainJob's `Complete` or `Failed` condition is True.
+* `pods_ready`: the JobSet of the TrainJob's name exists, and the `ready + succeeded` counts of
+  `status.jobsStatus` add up to the JobSet's Jobs (`spec.replicatedJobs[].replicas`). Those counts are JobSet's:
+  a Job counts as ready when its ready and succeeded pods reach its parallelism (completions if fewer), so one
+  pod that is not Ready, for instance on a node the node lifecycle controller marked NotReady
+  (`MarkPodsNotReady`), makes the TrainJob not ready.
 * `run_with_podsets_info`: Kueue's runtime patch gets the admitted PodSets' labels, annotations, nodeSelector,
   tolerations and schedulingGates, in one request while the TrainJob is still suspended (Trainer's validating
   webhook only lets runtime patches change around a suspended TrainJob), then a second request unsuspends it
@@ -59,6 +64,18 @@ def finished(trainjob: Obj) -> tuple[bool, bool, str]:
         if condition is not None and condition.get("status") == "True":
             return True, success, str(condition.get("message", ""))
     return False, False, ""
+
+
+def pods_ready(trainjob: Obj, jobset: Obj | None) -> bool:
+    """`TrainJob.PodsReady`: every Job of the child JobSet ready or succeeded; False without the JobSet."""
+    if jobset is None:
+        return False
+    replicas = sum(int(rjob.get("replicas", 1)) for rjob in (jobset.get("spec") or {}).get("replicatedJobs") or ())
+    ready = sum(
+        int(entry.get("ready") or 0) + int(entry.get("succeeded") or 0)
+        for entry in (trainjob.get("status") or {}).get("jobsStatus") or ()
+    )
+    return replicas == ready
 
 
 def _kueue_patch(patches: list[Obj]) -> Obj | None:

@@ -1,4 +1,4 @@
-"""Kueue's workload controller (`pkg/controller/core/workload_controller.go` `Reconcile`), per Workload:
+"""Kueue's workload controller (`pkg/controller/core/workload_controller.go` `Reconcile`, v0.19.2), per Workload:
 
 1. Finished Workloads are left alone; a Workload without owners that is being deleted loses the finalizer.
 2. A check in `Retry` with `requeueAfterSeconds` records `status.requeueState.requeueAt` = the check's
@@ -18,9 +18,20 @@
    `AdmissionCheck`, message `AdmissionCheck in Rejected state: "<name>" (<message>)`), which deactivates it
    through 3 and 4; a Retry check evicts it (reason `AdmissionCheck`, message `Evicted due to AdmissionCheck in
    Retry state: "<name>" (<message>)`), the job reconciler then stops the job and releases the quota.
+8. Quota reserved, no check-based eviction: `reconcileNotReadyTimeout` (waitForPodsReady, on by default in
+   v0.19; `config.py`). An admitted, active, not evicted Workload whose `PodsReady` is not True waits
+   `timeout` from its admission (`WaitForStart`, or no PodsReady yet), or `recoveryTimeout` from
+   `PodsReady=False` with reason `WaitForRecovery` (its pods were ready once). The reconcile comes back when
+   the time is up (`RequeueAfter`); past it, the Workload is evicted with reason `PodsReadyTimeout`, message
+   `Exceeded the PodsReady timeout <namespace>/<name>`, the cause (`WaitForStart`/`WaitForRecovery`) counted in
+   `schedulingStats.evictions`, and `requeueState` one re-queue more with `requeueAt` its backoff from now
+   (`UpdateRequeueState`: 60 s doubling up to 3600 s by default). With `backoffLimitCount` set and reached it is
+   deactivated instead (`DeactivationTarget`, reason `RequeuingLimitExceeded`, `triggerDeactivation`). The job
+   reconciler then stops the job and releases the quota with `Requeued=False`; 3 finishes the backoff. The
+   `PodsReady` condition itself is the job reconciler's (`job_reconciler.py`).
 
-Every status write but 5 is `PatchAdmissionStatus` (`status_writer.py`). Not reproduced: waitForPodsReady,
-maximum execution time, stop policies' HoldAndDrain evictions, DRA, TAS, MultiKueue, retention.
+Every status write but 5 is `PatchAdmissionStatus` (`status_writer.py`). Not reproduced: maximum execution
+time, stop policies' HoldAndDrain evictions, DRA, TAS, MultiKueue, retention, `blockAdmission`.
 """
 
 from __future__ import annotations
@@ -29,7 +40,7 @@ import copy
 from typing import Any
 
 from airflow_provider_dispatch.lab.client import Informer, LabClient
-from airflow_provider_dispatch.lab.clock import parse_timestamp
+from airflow_provider_dispatch.lab.clock import format_timestamp, parse_timestamp
 from airflow_provider_dispatch.lab.cluster import ClusterContext
 from airflow_provider_dispatch.lab.controllers.kueue import constants as k
 from airflow_provider_dispatch.lab.controllers.kueue import status_writer as writer
@@ -134,7 +145,9 @@ class KueueWorkloadController:
         if not ws.is_admitted(wl):
             await self._apply(wl, lambda w: self._sync_unadmitted(w, local_queue, cq_name, cluster_queue))
         if ws.has_quota_reservation(wl):
-            await self._check_based_eviction(wl)
+            if await self._check_based_eviction(wl):
+                return None
+            return await self._not_ready_timeout(wl)
         return None
 
     async def _reconcile_active(self, wl: Obj, now: float) -> tuple[bool, float | None]:
@@ -159,7 +172,7 @@ class KueueWorkloadController:
                 wl, lambda w: ws.set_requeued(w, k.REASON_REACTIVATED, "The workload was reactivated", True, self.now())
             )
             return True, None
-        if reason in (k.EVICTED_BY_ADMISSION_CHECK, "PodsReadyTimeout"):
+        if reason in (k.EVICTED_BY_ADMISSION_CHECK, k.EVICTED_BY_PODS_READY_TIMEOUT):
 
             def finish_backoff(w: Obj) -> bool:
                 ws.set_requeue_at(w, None)
@@ -229,13 +242,14 @@ class KueueWorkloadController:
     def _checks_by_name(self) -> dict[str, Obj]:
         return {str(ac["metadata"]["name"]): ac for ac in self.admission_checks.items()}
 
-    async def _check_based_eviction(self, wl: Obj) -> None:
+    async def _check_based_eviction(self, wl: Obj) -> bool:
+        """`reconcileCheckBasedEviction`: whether it evicted (or deactivated) the Workload."""
         if ws.is_evicted(wl):
-            return
+            return False
         rejected = ws.checks_in_state(wl, k.CHECK_REJECTED)
         retry = ws.checks_in_state(wl, k.CHECK_RETRY)
         if not rejected and not retry:
-            return
+            return False
         if rejected:
             message = ws.checks_message(rejected, k.CHECK_REJECTED)
 
@@ -245,7 +259,7 @@ class KueueWorkloadController:
                 return ws.set_deactivation_target(w, k.EVICTED_BY_ADMISSION_CHECK, message, self.now())
 
             await self._apply(wl, reject)
-            return
+            return True
 
         def evict(w: Obj) -> bool:
             retrying = ws.checks_in_state(w, k.CHECK_RETRY)
@@ -256,6 +270,43 @@ class KueueWorkloadController:
             return True
 
         await self._apply(wl, evict)
+        return True
+
+    async def _not_ready_timeout(self, wl: Obj) -> float | None:
+        """`reconcileNotReadyTimeout`: the lab seconds until the PodsReady timeout is due, or the eviction."""
+        config = self.config.pods_ready
+        if config is None or not ws.is_active(wl) or ws.is_evicted(wl):
+            return None
+        cause, remaining = ws.pods_ready_wait(wl, config, self.clock.now())
+        if cause is None:
+            return None
+        if remaining > 0:
+            return remaining
+        strategy = config.requeuing_strategy
+        count = int(((wl.get("status") or {}).get("requeueState") or {}).get("count") or 0)
+        if strategy.backoff_limit_count is not None and count + 1 > strategy.backoff_limit_count:
+            message = "exceeding the maximum number of re-queuing retries"
+            await self._apply(
+                wl,
+                lambda w: ws.set_deactivation_target(w, k.REASON_REQUEUING_LIMIT_EXCEEDED, message, self.now()),
+            )
+            return None
+        meta = wl["metadata"]
+        message = f"Exceeded the PodsReady timeout {meta['namespace']}/{meta['name']}"
+
+        def evict(w: Obj) -> bool:
+            now = self.clock.now()
+            if not ws.is_active(w) or ws.is_evicted(w):
+                return False
+            due, left = ws.pods_ready_wait(w, config, now)
+            if due is None or left > 0:
+                return False
+            ws.update_requeue_state(w, strategy, now)
+            ws.prepare_for_eviction(w, k.EVICTED_BY_PODS_READY_TIMEOUT, message, format_timestamp(now), cause=due)
+            return True
+
+        await self._apply(wl, evict)
+        return None
 
 
 def requeue_at_seconds(wl: Obj) -> float | None:

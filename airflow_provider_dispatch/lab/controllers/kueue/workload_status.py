@@ -1,9 +1,10 @@
 """Pure transitions of a Workload's status, one function per upstream helper, on plain JSON.
 
 Every function changes the Workload dict in place and returns whether it changed anything, as the Go helpers do;
-the controllers then write the result with `status_writer`. Sources, all kubernetes-sigs/kueue at the snapshot:
+the controllers then write the result with `status_writer`. Sources, all kubernetes-sigs/kueue v0.19.2:
 `pkg/workload/workload.go` (SetQuotaReservation, UnsetQuotaReservationWithCondition, SetRequeuedCondition,
-SetPreemptedCondition, SetDeactivationTarget, SetRequeueState, IsActive, HasQuotaReservation, IsAdmitted),
+SetPreemptedCondition, SetDeactivationTarget, SetRequeueState, UpdateRequeueState, IsActive, HasQuotaReservation,
+IsAdmitted), `pkg/controller/jobframework/reconciler.go` (generatePodsReadyCondition),
 `pkg/workload/admissionchecks.go` (SyncAdmittedCondition, HasAllChecksReady, GetMaxRetryTime,
 NeedsRequeueAtUpdate), `pkg/workload/evict/evict.go` (SetEvictedCondition, prepareForEviction,
 resetChecksOnEviction, workloadEvictionStateInc), `pkg/workload/finish/finish.go` (SetFinishedCondition) and
@@ -18,7 +19,7 @@ from typing import Any
 from airflow_provider_dispatch.lab.clock import format_timestamp, parse_timestamp
 from airflow_provider_dispatch.lab.controllers.kueue import constants as k
 from airflow_provider_dispatch.lab.controllers.kueue.conditions import find, is_true, set_condition
-from airflow_provider_dispatch.lab.controllers.kueue.config import KueueConfig
+from airflow_provider_dispatch.lab.controllers.kueue.config import KueueConfig, RequeuingStrategy, WaitForPodsReady
 
 Obj = dict[str, Any]
 
@@ -108,11 +109,14 @@ def unset_quota_reservation(wl: Obj, reason: str, message: str, now: str, config
 def sync_admitted_condition(wl: Obj, now: str, config: KueueConfig) -> bool:
     """`SyncAdmittedCondition`: Admitted is True exactly when quota is reserved and every check is Ready.
 
-    With the observability gate off this is v0.18's function: nothing is written unless Admitted must flip, so a
-    workload that never was admitted has no `Admitted` condition. With the gate on (the snapshot's default) the
-    False condition is kept current as well: written where missing and its reason moved from `NoReservation` to
-    `UnsatisfiedAdmissionChecks` once quota is reserved, as upstream's workload-controller tests at the snapshot
-    expect (`pkg/controller/core/workload_controller_test.go`); the exact gate-on code was not read.
+    With the observability gate off (v0.19.2's default) nothing is written unless Admitted must flip, so a
+    workload that never was admitted has no `Admitted` condition; the reasons are v0.19.2's fallbacks. With the
+    gate on (the default of Kueue's main branch after v0.19.2) the False condition is kept current as well:
+    written where missing and its reason moved from `NoReservation` to `UnsatisfiedAdmissionChecks` once quota is
+    reserved, as upstream's workload-controller tests at that snapshot expect
+    (`pkg/controller/core/workload_controller_test.go`). v0.19.2's gate-on code also keeps both conditions absent
+    until `QuotaReserved` is first written unless `UnadmittedWorkloadsExplicitStatus` is on; the lab does not
+    reproduce that distinction.
     """
     reserved, ready, finished = has_quota_reservation(wl), has_all_checks_ready(wl), is_finished(wl)
     admitted = is_admitted(wl)
@@ -281,6 +285,65 @@ def needs_requeue_at_update(wl: Obj, now: float) -> str | None:
     if current is not None and current >= latest:
         return None
     return format_timestamp(latest)
+
+
+def update_requeue_state(wl: Obj, strategy: RequeuingStrategy, now: float) -> None:
+    """`UpdateRequeueState`: one more re-queue, and `requeueAt` its backoff from now (`SetRequeueState` with the
+    count incremented; a later `requeueAt` already there is kept)."""
+    state = status_of(wl).setdefault("requeueState", {})
+    count = int(state.get("count") or 0) + 1
+    wanted = format_timestamp(now + strategy.backoff(count))
+    current = state.get("requeueAt")
+    if current is None or parse_timestamp(str(current)) < parse_timestamp(wanted):
+        state["requeueAt"] = wanted
+    state["count"] = count
+
+
+# --- PodsReady (waitForPodsReady) --------------------------------------------------------------------------
+
+
+def pods_ready_condition(wl: Obj, pods_ready: bool) -> tuple[bool, str, str]:
+    """`generatePodsReadyCondition`: (status, reason, message) of the `PodsReady` condition Kueue wants now."""
+    if not is_admitted(wl):
+        return False, k.PODS_READY_WAIT_FOR_START, k.PODS_READY_NOT_READY_MESSAGE
+    current = find(wl, k.PODS_READY)
+    if pods_ready:
+        reason = k.PODS_READY_STARTED
+        if current is not None and current.get("reason") in (k.PODS_READY_WAIT_FOR_RECOVERY, k.PODS_READY_RECOVERED):
+            reason = k.PODS_READY_RECOVERED
+        return True, reason, k.PODS_READY_READY_MESSAGE
+    if current is not None and (
+        current.get("status") == "True" or current.get("reason") == k.PODS_READY_WAIT_FOR_RECOVERY
+    ):
+        return False, k.PODS_READY_WAIT_FOR_RECOVERY, k.PODS_READY_RECOVERY_MESSAGE
+    return False, k.PODS_READY_WAIT_FOR_START, k.PODS_READY_NOT_READY_MESSAGE
+
+
+def pods_ready_wait(wl: Obj, config: WaitForPodsReady, now: float) -> tuple[str | None, float]:
+    """`admittedNotReadyWorkload`: the cause an admitted Workload waits on (`WaitForStart`, counted from the
+    admission, or `WaitForRecovery`, counted from `PodsReady=False`) and the seconds left; (None, 0) when it
+    waits on nothing (not admitted, pods ready, or no recovery timeout)."""
+    if not is_admitted(wl):
+        return None, 0.0
+    current = find(wl, k.PODS_READY)
+    if current is not None and current.get("status") == "True":
+        return None, 0.0
+    if current is None or current.get("reason") in (k.PODS_READY_WAIT_FOR_START, "PodsReady"):
+        admitted = find(wl, k.ADMITTED) or {}
+        since = parse_timestamp(str(admitted.get("lastTransitionTime")))
+        return k.PODS_READY_WAIT_FOR_START, max(config.timeout - (now - since), 0.0)
+    recovery = config.effective_recovery_timeout
+    if current.get("reason") == k.PODS_READY_WAIT_FOR_RECOVERY and recovery is not None:
+        since = parse_timestamp(str(current.get("lastTransitionTime")))
+        return k.PODS_READY_WAIT_FOR_RECOVERY, max(recovery - (now - since), 0.0)
+    return None, 0.0
+
+
+def has_condition_with_reason(wl: Obj, kind: str, status: bool, reason: str) -> bool:
+    """`HasConditionWithTypeAndReason`: the type, status and reason match (the message is not compared)."""
+    current = find(wl, kind)
+    wanted = "True" if status else "False"
+    return current is not None and current.get("status") == wanted and current.get("reason") == reason
 
 
 def set_requeue_at(wl: Obj, when: str | None) -> bool:
