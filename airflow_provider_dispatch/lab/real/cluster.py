@@ -164,6 +164,7 @@ class RealCluster:
         self.start_timeout = start_timeout
         self.programs: list[Program] = []
         self.url = ""
+        self.etcd_url = ""
         self.pki: Pki | None = None
         self._tokens: dict[str, str] = {}
         self._ssl: ssl.SSLContext | None = None
@@ -298,15 +299,15 @@ class RealCluster:
     def _start_etcd(self, logs: Path) -> None:
         assert self.build is not None
         client, peer = free_port(), free_port()
-        self._etcd_url = f"http://127.0.0.1:{client}"
+        self.etcd_url = f"http://127.0.0.1:{client}"
         etcd = self._program(
             "etcd",
             [
                 self.build.program("etcd"),
                 "--name=dispatch",
                 f"--data-dir={self.workdir / 'etcd'}",
-                f"--listen-client-urls={self._etcd_url}",
-                f"--advertise-client-urls={self._etcd_url}",
+                f"--listen-client-urls={self.etcd_url}",
+                f"--advertise-client-urls={self.etcd_url}",
                 f"--listen-peer-urls=http://127.0.0.1:{peer}",
                 f"--initial-advertise-peer-urls=http://127.0.0.1:{peer}",
                 f"--initial-cluster=dispatch=http://127.0.0.1:{peer}",
@@ -315,7 +316,7 @@ class RealCluster:
             ],
             logs,
         )
-        wait_for("etcd /health", lambda: _http_ok(f"{self._etcd_url}/health"), timeout=30, programs=[etcd])
+        wait_for("etcd /health", lambda: _http_ok(f"{self.etcd_url}/health"), timeout=30, programs=[etcd])
 
     def _start_apiserver(self, logs: Path) -> None:
         assert self.build is not None
@@ -326,7 +327,7 @@ class RealCluster:
             "kube-apiserver",
             [
                 self.build.program("kube-apiserver"),
-                f"--etcd-servers={self._etcd_url}",
+                f"--etcd-servers={self.etcd_url}",
                 "--bind-address=127.0.0.1",
                 "--advertise-address=127.0.0.1",
                 f"--secure-port={port}",
