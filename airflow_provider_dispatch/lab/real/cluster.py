@@ -223,8 +223,11 @@ class RealCluster:
         future: Future[T] = asyncio.run_coroutine_threadsafe(call(), self._loop)
         return future.result(timeout)
 
-    def add_node(self, name: str) -> Obj:
-        return self.run(lambda: self.machines.add_node(name, cpu=self.node_cpu, memory=self.node_memory))
+    def add_node(self, name: str, *, cpu: str | None = None, labels: dict[str, str] | None = None) -> Obj:
+        """A Node and its simulated kubelet (the cluster's node size unless `cpu` says otherwise)."""
+        return self.run(
+            lambda: self.machines.add_node(name, cpu=cpu or self.node_cpu, memory=self.node_memory, labels=labels)
+        )
 
     def set_node_state(self, node: str, state: str) -> None:
         """`ready`, `not-ready`, `frozen`, `lost` or `powered-off` (the lab's machine states)."""
