@@ -145,15 +145,17 @@ class RealSteps:
         self.wait(f"node {name} schedulable", lambda: self._schedulable(name) or None, timeout=60)
         return name
 
-    def runtime(self, *, pod_replacement_policy: str | None = "Failed", grace: int = GRACE) -> str:
+    def runtime(
+        self, *, pod_replacement_policy: str | None = "Failed", grace: int = GRACE, termination: float = TERMINATION
+    ) -> str:
         """A ClusterTrainingRuntime whose pods each take a whole 8-cpu node of this zone, with a `grace` s grace
-        period and a process that ends `TERMINATION` s after SIGTERM."""
+        period and a process that ends `termination` s after SIGTERM."""
         name = unique("rt")
         body = manifests.cluster_training_runtime(
             name, grace_seconds=grace, pod_replacement_policy=pod_replacement_policy
         )
         template = body["spec"]["template"]["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]
-        template.setdefault("metadata", {})["annotations"] = {TERMINATION_SECONDS: str(TERMINATION)}
+        template.setdefault("metadata", {})["annotations"] = {TERMINATION_SECONDS: str(termination)}
         template["spec"]["containers"][0]["resources"] = {"requests": {"cpu": "8"}}
         template["spec"]["nodeSelector"] = {ZONE_LABEL: self.zone}
         self.custom.create_cluster_custom_object(*TRAINER, "clustertrainingruntimes", body)

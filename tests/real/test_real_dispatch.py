@@ -218,6 +218,7 @@ async def test_the_adapters_operations(
         await until("release before the settle", lambda: writer.call("release", ref))
     assert settling.value.retryable
     assert 0 < settling.value.seconds_left <= 12
+    assert "settles until" in str(settling.value)
     assert await writer.call("ceased", ref)  # nothing remains, and the recorded pod's node is Ready
     # An identity that may not read Nodes cannot see the recorded pod's node as Ready: fencing keeps waiting.
     assert not await no_nodes.call("ceased", ref)
