@@ -8,7 +8,7 @@ import time
 import kubernetes
 import pytest
 from kubernetes.client import ApiException
-from servers import SERVERS, make_pod
+from servers import SERVERS, Server, make_pod
 
 from airflow_provider_dispatch.lab import manifests
 
@@ -329,3 +329,51 @@ def test_runtimes_and_jobsets(custom_objects: kubernetes.client.CustomObjectsApi
     made = custom_objects.create_namespaced_custom_object("jobset.x-k8s.io", "v1alpha2", namespace, "jobsets", jobset)
     assert made["spec"]["suspend"] is True
     custom_objects.delete_cluster_custom_object(*TRAINER, "clustertrainingruntimes", f"rt-{namespace}")
+
+
+def _runtime_patch(manager: str) -> dict:
+    job = {"name": "node", "template": {"spec": {"template": {"spec": {"nodeSelector": {"pool": "a"}}}}}}
+    return {"manager": manager, "trainingRuntimeSpec": {"template": {"spec": {"replicatedJobs": [job]}}}}
+
+
+@pytest.mark.parametrize(
+    ("managers", "causes"),
+    [
+        (
+            [f"m{i}.example.com/x" for i in range(17)],
+            [
+                ("spec.runtimePatches", "FieldValueTooMany", "Too many: {count}: must have at most 16 items"),
+                (
+                    "<nil>",
+                    "FieldValueInvalid",
+                    "Invalid value: null: some validation rules were not checked because the object was invalid; "
+                    "correct the existing errors to complete validation",
+                ),
+            ],
+        ),
+        (
+            ["a.io/m", "b.io/m", "a.io/m"],
+            [("spec.runtimePatches[2]", "FieldValueDuplicate", 'Duplicate value: {"manager":"a.io/m"}')],
+        ),
+    ],
+)
+def test_trainjob_schema_refusals_name_their_causes(
+    server: Server,
+    custom_objects: kubernetes.client.CustomObjectsApi,
+    namespace: str,
+    managers: list[str],
+    causes: list[tuple[str, str, str]],
+) -> None:
+    """The CRD's own validation (list size, listMapKeys, CEL), before any webhook: the causes as the
+    apiextensions-apiserver words them (values rendered as `field.Error.ErrorBody` does)."""
+    body = manifests.trainjob("tj")
+    body["spec"]["runtimePatches"] = [_runtime_patch(m) for m in managers]
+    with pytest.raises(ApiException) as raised:
+        custom_objects.create_namespaced_custom_object(*TRAINER, namespace, "trainjobs", body)
+    status = _status(raised.value)
+    assert (raised.value.status, status["reason"]) == (422, "Invalid")
+    # Real Kueue's TrainJob webhook appends its runtime patch to every TrainJob created; the session lab runs no
+    # webhooks (a lab with Kueue's controllers does the same, lab/controllers/kueue/webhook.py).
+    count = len(managers) + server.expect(lab=0, real=1)
+    expected = [(field, reason, message.replace("{count}", str(count))) for field, reason, message in causes]
+    assert [(c.get("field", "<nil>"), c["reason"], c["message"]) for c in status["details"]["causes"]] == expected

@@ -61,18 +61,23 @@ def test_selector_changes_become_added_and_deleted(core_v1: kubernetes.client.Co
     assert seen == ["ADDED", "DELETED"]
 
 
-def test_bookmarks_carry_the_resource_version(lab: Lab, core_v1: kubernetes.client.CoreV1Api, namespace: str) -> None:
-    """The cacher's periodic bookmark, about once a minute: lab time is a lab control, so the lab alone."""
-    start = core_v1.list_namespaced_pod(namespace).metadata.resource_version
-    core_v1.create_namespaced_pod(namespace, make_pod("p"))
-    response = core_v1.list_namespaced_pod(
+def _bookmarked_watch(core_v1: kubernetes.client.CoreV1Api, namespace: str, start: str, *, timeout: int) -> Any:
+    """A raw watch of the namespace's pods from `start`, with bookmarks, ending after `timeout` seconds."""
+    return core_v1.list_namespaced_pod(
         namespace,
         watch=True,
         resource_version=start,
         allow_watch_bookmarks=True,
-        timeout_seconds=2,
+        timeout_seconds=timeout,
         _preload_content=False,
     )
+
+
+def test_bookmarks_carry_the_resource_version(lab: Lab, core_v1: kubernetes.client.CoreV1Api, namespace: str) -> None:
+    """The cacher's periodic bookmark, about once a minute: lab time is a lab control, so the lab alone."""
+    start = core_v1.list_namespaced_pod(namespace).metadata.resource_version
+    core_v1.create_namespaced_pod(namespace, make_pod("p"))
+    response = _bookmarked_watch(core_v1, namespace, start, timeout=2)
     first = response.readline()
     assert b'"ADDED"' in first
     lab.call(lambda: lab.clock.advance(61))  # the cacher bookmarks about once a minute of lab time
@@ -88,14 +93,7 @@ def test_a_bookmark_comes_two_seconds_before_the_timeout(core_v1: kubernetes.cli
     start = core_v1.list_namespaced_pod(namespace).metadata.resource_version
     created = core_v1.create_namespaced_pod(namespace, make_pod("p"))
     began = time.monotonic()
-    response = core_v1.list_namespaced_pod(
-        namespace,
-        watch=True,
-        resource_version=start,
-        allow_watch_bookmarks=True,
-        timeout_seconds=4,
-        _preload_content=False,
-    )
+    response = _bookmarked_watch(core_v1, namespace, start, timeout=4)
     events: list[tuple[float, dict[str, Any]]] = []
     for line in response.stream(decode_content=True):
         events += [(time.monotonic() - began, json.loads(part)) for part in line.splitlines() if part.strip()]

@@ -17,6 +17,8 @@ import pytest
 
 from airflow_provider_dispatch.lab.real import RealCluster
 
+from .steps import RealSteps
+
 
 def client_for(cluster: RealCluster, identity: str = "admin") -> kubernetes.client.ApiClient:
     """An official-client ApiClient from the identity's kubeconfig (the caller closes it)."""
@@ -35,3 +37,11 @@ def real_namespace(real_admin: kubernetes.client.ApiClient) -> str:
     name = f"r-{uuid.uuid4().hex[:10]}"
     kubernetes.client.CoreV1Api(real_admin).create_namespace({"metadata": {"name": name}})
     return name
+
+
+@pytest.fixture
+def steps(real_cluster: RealCluster, real_admin: kubernetes.client.ApiClient) -> Iterator[RealSteps]:
+    """A scenario's namespace and nodes of a zone of its own (`steps.py`); its nodes and namespace go after it."""
+    made = RealSteps(real_cluster, real_admin)
+    yield made
+    made.close()

@@ -15,11 +15,11 @@ import asyncio
 import copy
 import uuid
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
 import kubernetes
+from dispatch_lab.conftest import Either
 from kubernetes.client import ApiException
 
 from airflow_provider_dispatch.dispatch import AsyncDispatchAdapter, DispatchAdapter
@@ -62,23 +62,6 @@ def unique(prefix: str) -> str:
 
 def pod_selector(trainjob: str) -> str:
     return f"{v.LABEL_JOBSET_NAME}={trainjob}"
-
-
-@dataclass
-class Either:
-    """The sync or the async adapter behind one awaitable interface (the sync one in a worker thread)."""
-
-    kind: str
-    adapter: DispatchAdapter | AsyncDispatchAdapter
-
-    async def call(self, operation: str, *args: Any, **kwargs: Any) -> Any:
-        method = getattr(self.adapter, operation)
-        if isinstance(self.adapter, DispatchAdapter):
-            return await asyncio.to_thread(method, *args, **kwargs)
-        return await method(*args, **kwargs)
-
-    async def close(self) -> None:
-        await self.call("close")
 
 
 async def make_adapter(kind: str, kubeconfig: Path, **options: Any) -> Either:

@@ -10,7 +10,7 @@ scheduler, the node lifecycle and taint eviction controllers and PodGC are the r
 from __future__ import annotations
 
 import re
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 
 import kubernetes
 import pytest
@@ -32,13 +32,6 @@ from airflow_provider_dispatch.lab.real import RealCluster
 from .steps import DRAINED, SETTLED, TRAINER, Either, RealSteps, make_adapter, until
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture
-def steps(real_cluster: RealCluster, real_admin: kubernetes.client.ApiClient) -> Iterator[RealSteps]:
-    made = RealSteps(real_cluster, real_admin)
-    yield made
-    made.close()
 
 
 @pytest.fixture

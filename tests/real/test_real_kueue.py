@@ -147,13 +147,6 @@ class RealKueue(KueueObjects):
 
 
 @pytest.fixture
-def steps(real_cluster: RealCluster, real_admin: kubernetes.client.ApiClient) -> Iterator[RealSteps]:
-    made = RealSteps(real_cluster, real_admin)
-    yield made
-    made.close()
-
-
-@pytest.fixture
 def kueue(steps: RealSteps) -> Iterator[RealKueue]:
     made = RealKueue(steps)
     yield made

@@ -10,10 +10,10 @@ controller and the API server's force deletion are the real ones.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 
-import kubernetes
 import pytest
+from reliability.test_misbehaving import SELECTOR_LABELS
 
 from airflow_provider_dispatch.dispatch import vocabulary as v
 from airflow_provider_dispatch.dispatch.assessment import Execution
@@ -23,25 +23,6 @@ from airflow_provider_dispatch.lab.real import RealCluster
 from .steps import DRAINED, SETTLED, TRAINER, Either, RealSteps, make_adapter, until
 
 pytestmark = pytest.mark.slow
-
-#: the labels a person removes to take a pod out of its Job (and out of both of dispatch's selections)
-SELECTOR_LABELS = (
-    v.LABEL_JOBSET_NAME,
-    v.LABEL_JOB_ID,
-    v.LABEL_SUBMISSION,
-    v.POD_LABEL_ADMISSION,
-    v.LABEL_JOB_NAME,
-    "batch.kubernetes.io/controller-uid",
-    "controller-uid",
-    "job-name",
-)
-
-
-@pytest.fixture
-def steps(real_cluster: RealCluster, real_admin: kubernetes.client.ApiClient) -> Iterator[RealSteps]:
-    made = RealSteps(real_cluster, real_admin)
-    yield made
-    made.close()
 
 
 @pytest.fixture
