@@ -160,14 +160,21 @@ class RealSteps:
     def pods(self, trainjob: str) -> list[Any]:
         return list(self.core.list_namespaced_pod(self.namespace, label_selector=pod_selector(trainjob)).items)
 
-    def running_pods(self, trainjob: str, count: int, admission: int, timeout: float = 60.0) -> list[Any]:
-        """Wait until `count` pods of the TrainJob, of dispatch's admission `admission`, run and no other is left."""
+    def running_pods(
+        self, trainjob: str, count: int, admission: int | None, timeout: float = 60.0, *, alone: bool = True
+    ) -> list[Any]:
+        """Wait until `count` pods of the TrainJob, of dispatch's admission `admission` (None: whatever it is), run;
+        with `alone`, no other pod of the TrainJob is left (none Terminating either)."""
 
         def running() -> list[Any] | None:
             pods = self.pods(trainjob)
             live = [p for p in pods if p.metadata.deletion_timestamp is None and p.status.phase == "Running"]
-            of_it = [p for p in live if (p.metadata.labels or {}).get(v.POD_LABEL_ADMISSION) == str(admission)]
-            return of_it if len(of_it) == count == len(pods) else None
+            of_it = [
+                p
+                for p in live
+                if admission is None or (p.metadata.labels or {}).get(v.POD_LABEL_ADMISSION) == str(admission)
+            ]
+            return of_it if len(of_it) == count and (not alone or len(pods) == count) else None
 
         return self.wait(f"{count} running pods of {trainjob}, admission {admission}", running, timeout)
 

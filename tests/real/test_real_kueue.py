@@ -89,37 +89,25 @@ def _kueue_object(kind: str, name: str) -> Obj:
 
 class RealKueue(KueueObjects):
     """Kueue's objects for one test: a flavor, a ClusterQueue with quota for one TrainJob of two 8-cpu pods that
-    preempts by priority, our AdmissionCheck, a LocalQueue, and a high WorkloadPriorityClass."""
+    preempts by priority, our AdmissionCheck on it (unless `with_check` is False: Kueue alone), a LocalQueue, and
+    a high WorkloadPriorityClass."""
 
-    def __init__(self, steps: RealSteps) -> None:
+    def __init__(self, steps: RealSteps, *, with_check: bool = True) -> None:
         super().__init__(steps.api, steps.namespace)
         self.steps = steps
         self.flavor, self.cluster_queue, self.check = unique("flavor"), unique("cq"), unique("drained")
         self.local_queue, self.high = unique("lq"), unique("high")
         self._cluster_scoped: list[tuple[str, str]] = []
-        self._create(
-            "resourceflavors",
-            {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor", "metadata": {"name": self.flavor}},
-        )
-        self._create("admissionchecks", manifests.admission_check(self.check))
-        queue = manifests.cluster_queue(self.cluster_queue, cpu="16", admission_checks=[self.check], flavor=self.flavor)
+        self._create("resourceflavors", _kueue_object("ResourceFlavor", self.flavor))
+        if with_check:
+            self._create("admissionchecks", manifests.admission_check(self.check))
+        checks = [self.check] if with_check else None
+        queue = manifests.cluster_queue(self.cluster_queue, cpu="16", admission_checks=checks, flavor=self.flavor)
         queue["spec"]["preemption"] = {"withinClusterQueue": "LowerPriority"}
         self._create("clusterqueues", queue)
-        self._create(
-            "workloadpriorityclasses",
-            {
-                "apiVersion": "kueue.x-k8s.io/v1beta2",
-                "kind": "WorkloadPriorityClass",
-                "metadata": {"name": self.high},
-                "value": 1000,
-            },
-        )
-        self.custom.create_namespaced_custom_object(
-            *KUEUE,
-            self.namespace,
-            "localqueues",
-            manifests.local_queue(self.local_queue, cluster_queue_name=self.cluster_queue),
-        )
+        self._create("workloadpriorityclasses", {**_kueue_object("WorkloadPriorityClass", self.high), "value": 1000})
+        local = manifests.local_queue(self.local_queue, cluster_queue_name=self.cluster_queue)
+        self.custom.create_namespaced_custom_object(*KUEUE, self.namespace, "localqueues", local)
 
     def _create(self, plural: str, body: Obj) -> None:
         self.custom.create_cluster_custom_object(*KUEUE, plural, body)
@@ -183,30 +171,40 @@ def test_a_queued_trainjob_is_checked_then_admitted(
     assert steps.admissions("tj") == ["1"]
 
 
-def test_preemption_beside_a_frozen_node_waits_for_cessation_and_readmits_once(
-    steps: RealSteps, kueue: RealKueue, controller: ControllerThread
-) -> None:
+def _preempted_beside_a_frozen_node(
+    steps: RealSteps, kueue: RealKueue, *, admission: int | None, pod_replacement_policy: str | None = "Failed"
+) -> tuple[str, Any]:
+    """TrainJob `low` runs on two of four nodes; the machine under one of its pods freezes (its process runs on);
+    TrainJob `high`, of a higher priority, arrives: Kueue preempts `low` and admits `high`, then `high` is deleted.
+    Returns `low`'s Workload and the pod on the frozen node."""
     for node in ("a", "b", "c", "d"):
         steps.node(node)
-    runtime = steps.runtime()
+    runtime = steps.runtime(pod_replacement_policy=pod_replacement_policy)
     wl = kueue.queued("low", runtime)
     kueue.wait_workload(wl, _admitted, timeout=60)
-    first = steps.running_pods("low", 2, admission=1)
-    stuck, frozen = first[0], first[0].spec.node_name
-    steps.set_state(frozen, "frozen")
+    first = steps.running_pods("low", 2, admission=admission)
+    stuck = first[0]
+    steps.set_state(stuck.spec.node_name, "frozen")
 
-    # A TrainJob of higher priority: Kueue preempts the running one and admits the preemptor.
     preemptor_wl = kueue.queued("high", runtime, priority=kueue.high)
     evicted = kueue.wait_workload(wl, lambda w: has(w, "Evicted", "True"), timeout=60)
     assert condition(evicted, "Evicted")["reason"] == "Preempted"
     kueue.wait_workload(preemptor_wl, _admitted, timeout=90)
-    steps.running_pods("high", 2, admission=1)
+    steps.running_pods("high", 2, admission=admission)
     live = steps.core.read_namespaced_pod(stuck.metadata.name, steps.namespace)
     assert live.metadata.deletion_timestamp is not None  # quota released while the pod still terminates
     assert steps.process_runs(stuck.metadata.uid)
-
-    # The preemptor finishes; Kueue reserves quota for the preempted TrainJob again: the check stays Pending.
     steps.custom.delete_namespaced_custom_object(*TRAINER, steps.namespace, "trainjobs", "high")
+    return wl, stuck
+
+
+def test_preemption_beside_a_frozen_node_waits_for_cessation_and_readmits_once(
+    steps: RealSteps, kueue: RealKueue, controller: ControllerThread
+) -> None:
+    wl, stuck = _preempted_beside_a_frozen_node(steps, kueue, admission=1)
+    frozen = stuck.spec.node_name
+
+    # The preemptor is gone; Kueue reserves quota for the preempted TrainJob again: the check stays Pending.
     waiting = kueue.wait_workload(
         wl,
         lambda w: (
@@ -236,3 +234,24 @@ def test_preemption_beside_a_frozen_node_waits_for_cessation_and_readmits_once(
     assert new
     assert all(p.stop is not None for p in old)
     assert max(p.stop for p in old if p.stop is not None) <= min(p.start for p in new)
+
+
+def test_control_kueue_alone_readmits_beside_the_frozen_pod_and_two_executions_overlap(steps: RealSteps) -> None:
+    """The same preemption without dispatch's check: real Kueue re-admits the TrainJob while the pod on the frozen
+    machine still runs, and the recorder sees two executions at once (the upstream flaw of docs/promise.md, as
+    tests/kueue/test_preemption.py shows it in the lab)."""
+    kueue = RealKueue(steps, with_check=False)
+    try:
+        # upstream's runtime, as it ships (the Job default `TerminatingOrFailed`): Kueue alone
+        wl, stuck = _preempted_beside_a_frozen_node(steps, kueue, admission=None, pod_replacement_policy=None)
+        frozen = stuck.spec.node_name
+        kueue.wait_workload(wl, _admitted, timeout=90)
+        steps.running_pods("low", 2, admission=None, timeout=90, alone=False)
+        assert steps.process_runs(stuck.metadata.uid)  # the frozen machine still runs the first execution
+        overlaps = steps.overlaps("low")
+        assert overlaps, "Kueue re-admitted, yet the recorder saw no overlap"
+        assert {(o.first.admission, o.second.admission) for o in overlaps} == {(1, 2)}
+        assert frozen in {r.node for o in overlaps for r in (o.first, o.second)}
+        assert steps.admissions("low") == [None, None]  # Kueue's own two admissions; dispatch made none
+    finally:
+        kueue.close()
