@@ -129,10 +129,16 @@ class RealSteps:
         return name
 
     def runtime(
-        self, *, pod_replacement_policy: str | None = "Failed", grace: int = GRACE, termination: float = TERMINATION
+        self,
+        *,
+        pod_replacement_policy: str | None = "Failed",
+        grace: int = GRACE,
+        termination: float = TERMINATION,
+        unreachable_toleration: int | None = None,
     ) -> str:
         """A ClusterTrainingRuntime whose pods each take a whole 8-cpu node of this zone, with a `grace` s grace
-        period and a process that ends `termination` s after SIGTERM."""
+        period and a process that ends `termination` s after SIGTERM; with `unreachable_toleration`, pods that
+        tolerate a node's `unreachable:NoExecute` taint that many seconds instead of the default 300."""
         name = unique("rt")
         body = manifests.cluster_training_runtime(
             name, grace_seconds=grace, pod_replacement_policy=pod_replacement_policy
@@ -141,6 +147,15 @@ class RealSteps:
         template.setdefault("metadata", {})["annotations"] = {TERMINATION_SECONDS: str(termination)}
         template["spec"]["containers"][0]["resources"] = {"requests": {"cpu": "8"}}
         template["spec"]["nodeSelector"] = {ZONE_LABEL: self.zone}
+        if unreachable_toleration is not None:
+            template["spec"]["tolerations"] = [
+                {
+                    "key": "node.kubernetes.io/unreachable",
+                    "operator": "Exists",
+                    "effect": "NoExecute",
+                    "tolerationSeconds": unreachable_toleration,
+                }
+            ]
         self.custom.create_cluster_custom_object(*TRAINER, "clustertrainingruntimes", body)
         return name
 

@@ -1,6 +1,7 @@
 """Issue 15's adversarial cases on the real control plane (the lab versions: tests/reliability/test_misbehaving.py):
 a pod relabelled after the hold and before it, and a TrainJob suspended outside dispatch whose Terminating pod on a
-lost node is then force-deleted. The settle is in test_real_dispatch.py (`test_the_adapters_operations`).
+lost node is then force-deleted; and the upstream hazard the runtime policy closes (a pod replaced while it may
+still run). The settle is in test_real_dispatch.py (`test_the_adapters_operations`).
 
 Each asserts that release refuses while the process may run and admits once it has ended, and that the overlap
 recorder saw no two executions at once. The Job controller that reacts to the relabelling, the node lifecycle
@@ -11,7 +12,9 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator
+from typing import Any
 
+import kubernetes
 import pytest
 from reliability.test_misbehaving import SELECTOR_LABELS
 
@@ -155,3 +158,71 @@ async def test_a_trainjob_suspended_outside_dispatch_is_recorded_by_the_hold_and
     steps.running_pods(name, 1, admission=2)
     assert not steps.process_runs(uid)
     assert steps.overlaps(name) == []
+
+
+def _slot(pod_name: str) -> str:
+    """The rank a pod stands for: its name without the suffix the Job controller generated."""
+    return pod_name.rsplit("-", 1)[0]
+
+
+async def test_taint_eviction_and_pod_replacement_run_two_copies_of_one_rank_unless_the_policy_is_failed(
+    real_cluster: RealCluster, steps: RealSteps
+) -> None:
+    """Hazard 5 of issue 15 on the real Job and taint eviction controllers: a node is lost, taint eviction deletes
+    its pods once their toleration of `unreachable` ends (5 s here, 300 s by default), and they stay Terminating.
+    Under upstream's default `podReplacementPolicy` (`TerminatingOrFailed`) the Job controller replaces the pod at
+    once, on another node, while the old process still runs: two copies of one rank in one execution, which no
+    re-admission check can stop (docs/promise.md, runtime policy). With `Failed`, as dispatch requires, it waits."""
+    steps.node("a", cpu="16")  # both TrainJobs' pods go here first
+    upstream = steps.runtime(pod_replacement_policy=None, unreachable_toleration=5)
+    required = steps.runtime(unreachable_toleration=5)
+    adapter = await make_adapter(
+        "async", real_cluster.kubeconfig("writer", steps.namespace), accepted_risks=("pod-replacement",)
+    )
+    try:
+        for name, runtime in (("upstream", upstream), ("failed", required)):
+            await until("open", lambda: adapter.call("open", steps.manifest(name, runtime)))  # noqa: B023
+        (old_upstream,) = steps.running_pods("upstream", 1, admission=1)
+        (old_failed,) = steps.running_pods("failed", 1, admission=1)
+    finally:
+        await adapter.close()
+    node = old_upstream.spec.node_name
+    steps.node("b", cpu="16")  # where a replacement can go
+    steps.set_state(node, "lost")
+
+    # upstream's runtime: the Job controller replaces the evicted pod at once, beside the old process
+    def replaced() -> Any:
+        return next(
+            (
+                p
+                for p in steps.pods("upstream")
+                if p.metadata.uid != old_upstream.metadata.uid
+                and p.status.phase == "Running"
+                and p.metadata.deletion_timestamp is None
+            ),
+            None,
+        )
+
+    new_upstream = steps.wait("a replacement of the evicted pod running", replaced, timeout=90)
+    assert _slot(new_upstream.metadata.name) == _slot(old_upstream.metadata.name)
+    assert steps.process_runs(old_upstream.metadata.uid)
+    copies = [p for p in steps.processes("upstream") if _slot(p.pod) == _slot(old_upstream.metadata.name)]
+    assert len([p for p in copies if p.running]) == 2, "two copies of one rank run at once"
+
+    # `Failed`: evicted by the same controllers at the same time, and not replaced while it may still run
+    evicted = steps.core.read_namespaced_pod(old_failed.metadata.name, steps.namespace)
+    assert evicted.metadata.deletion_timestamp is not None
+    job = kubernetes.client.BatchV1Api(steps.api).read_namespaced_job("failed-node-0", steps.namespace)
+    steps.wait(
+        "the Job controller counts the evicted pod as terminating",
+        lambda: (
+            kubernetes.client.BatchV1Api(steps.api)
+            .read_namespaced_job(job.metadata.name, steps.namespace)
+            .status.terminating
+            or None
+        ),
+    )
+    assert [p.metadata.uid for p in steps.pods("failed")] == [old_failed.metadata.uid]
+    assert steps.process_runs(old_failed.metadata.uid)
+    assert len([p for p in steps.processes("failed") if p.running]) == 1
+    steps.set_state(node, "powered-off")
