@@ -1,7 +1,14 @@
-"""Shared fixtures: one lab per test session, reached over real HTTP through kubeconfigs.
+"""Shared fixtures: one lab per test session, reached over real HTTP through kubeconfigs; and, for the tests that
+check API semantics, the real control plane too (`servers.py`).
 
 Every test works in a namespace of its own, so tests do not see each other's objects although they share the
 lab (and its one global resourceVersion, which is what a real cluster has too).
+
+A module that sets `API_SERVERS = ("lab", "real")` runs each of its tests against both API servers (a test that
+asks for the `lab` fixture itself uses a lab control, and runs against the lab only): the fixtures
+below (`server`, `kubeconfig`, `api_client`, `core_v1`, `custom_objects`, `async_api_client`, `namespace`) then
+reach the lab's server or the real one. The real control plane is one per session (`real_cluster`), shared with
+`tests/real/`.
 """
 
 from __future__ import annotations
@@ -13,8 +20,23 @@ from pathlib import Path
 import kubernetes
 import kubernetes_asyncio
 import pytest
+from servers import SERVERS, Server
 
+from airflow_provider_dispatch.lab import manifests
+from airflow_provider_dispatch.lab.real import RealCluster
+from airflow_provider_dispatch.lab.real.binaries import locate
 from airflow_provider_dispatch.lab.runtime import Lab
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    servers = getattr(metafunc.module, "API_SERVERS", None)
+    if servers and "server" in metafunc.fixturenames:
+        unknown = set(servers) - set(SERVERS)
+        if unknown:
+            raise pytest.UsageError(f"{metafunc.module.__name__}: unknown API servers {sorted(unknown)}")
+        # A test that uses a lab control (its clock, its store) checks the lab alone.
+        chosen = ["lab"] if "lab" in metafunc.fixturenames else list(servers)
+        metafunc.parametrize("server", chosen, indirect=True, scope="session")
 
 
 @pytest.fixture(scope="session")
@@ -24,8 +46,40 @@ def lab() -> Iterator[Lab]:
 
 
 @pytest.fixture(scope="session")
-def kubeconfig(lab: Lab) -> Path:
-    return lab.kubeconfig()
+def real_cluster() -> Iterator[RealCluster]:
+    """The real control plane (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, JobSet, Trainer,
+    Kueue) with two simulated nodes. The build, if this machine has none, is scripts/test's job: a fixture's time
+    is bounded by pytest-timeout."""
+    with RealCluster(build=locate(build=False), nodes=("node-1", "node-2")) as cluster:
+        yield cluster
+
+
+@pytest.fixture(scope="session")
+def server(request: pytest.FixtureRequest) -> Server:
+    """The API server of this test: the lab unless the module asks for both (`API_SERVERS`)."""
+    name = getattr(request, "param", "lab")
+    if name == "lab":
+        lab: Lab = request.getfixturevalue("lab")
+        return Server("lab", lab.kubeconfig(), lab=lab)
+    cluster: RealCluster = request.getfixturevalue("real_cluster")
+    config = cluster.kubeconfig("admin")
+    # The TrainJobs of the conformance tests name the default runtime, and Trainer's webhook looks it up.
+    client = kubernetes.config.new_client_from_config(config_file=str(config))
+    try:
+        kubernetes.client.CustomObjectsApi(client).create_cluster_custom_object(
+            "trainer.kubeflow.org", "v1alpha1", "clustertrainingruntimes", manifests.cluster_training_runtime()
+        )
+    except kubernetes.client.ApiException as error:
+        if error.status != 409:
+            raise
+    finally:
+        client.close()
+    return Server("real", config, real=cluster)
+
+
+@pytest.fixture(scope="session")
+def kubeconfig(server: Server) -> Path:
+    return server.kubeconfig
 
 
 @pytest.fixture(scope="session")
@@ -53,7 +107,11 @@ async def async_api_client(kubeconfig: Path) -> AsyncIterator[kubernetes_asyncio
 
 
 @pytest.fixture
-def namespace(core_v1: kubernetes.client.CoreV1Api) -> str:
+def namespace(core_v1: kubernetes.client.CoreV1Api, server: Server) -> Iterator[str]:
     name = f"t-{uuid.uuid4().hex[:10]}"
     core_v1.create_namespace({"metadata": {"name": name}})
-    return name
+    yield name
+    if server.name == "real":
+        # The real controllers act on what a test leaves (Trainer builds JobSets, Jobs make pods that the
+        # simulated kubelets run): the namespace controller removes it all.
+        core_v1.delete_namespace(name)

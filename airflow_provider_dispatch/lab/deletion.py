@@ -49,6 +49,9 @@ class DeleteOptions:
     precondition_uid: str | None = None
     precondition_resource_version: str | None = None
     dry_run: bool = False
+    orphan_dependents: bool | None = None
+    """The deprecated `orphanDependents` as given (None when not given): only an explicit false makes a deletion
+    that did not remove the object at once answer 202 (`apiserver/pkg/endpoints/handlers/delete.go`)."""
 
     @classmethod
     def parse(cls, body: Obj | None, query: dict[str, str]) -> DeleteOptions:
@@ -56,8 +59,10 @@ class DeleteOptions:
         body = body or {}
         grace = body.get("gracePeriodSeconds", query.get("gracePeriodSeconds"))
         policy = body.get("propagationPolicy", query.get("propagationPolicy"))
+        orphan_dependents: bool | None = None
         if body.get("orphanDependents") is not None or query.get("orphanDependents") is not None:
             orphan = body.get("orphanDependents", query.get("orphanDependents"))
+            orphan_dependents = str(orphan).lower() == "true"
             if policy is not None:
                 raise bad_request("orphanDependents and propagationPolicy cannot both be set")
             policy = "Orphan" if str(orphan).lower() == "true" else "Background"
@@ -78,14 +83,20 @@ class DeleteOptions:
             precondition_uid=preconditions.get("uid"),
             precondition_resource_version=preconditions.get("resourceVersion"),
             dry_run="All" in dry_run,
+            orphan_dependents=orphan_dependents,
         )
 
 
 @dataclass(frozen=True)
 class DeleteOutcome:
-    """`remove`: take it out of the store now; `update`: store the changed object; `pending`: nothing to write."""
+    """`remove`: take it out of the store now; `update`: store the changed object; `pending`: nothing to write;
+    `mark-then-remove`: store the changed object (its deletionTimestamp, grace 0), then remove it: a pod deleted
+    with a grace period of 0 is written once as being deleted before it goes, so watchers see a MODIFIED event
+    with the deletionTimestamp before the DELETED one (the registry's graceful path, `apiserver/pkg/registry/
+    generic/registry/store.go` `updateForGracefulDeletionAndFinalizers`, then the deletion; seen on the real API
+    server, docs/fidelity.md)."""
 
-    action: Literal["remove", "update", "pending"]
+    action: Literal["remove", "update", "pending", "mark-then-remove"]
     obj: Obj
 
 
@@ -149,7 +160,7 @@ def decide(resource: ResourceType, obj: Obj, options: DeleteOptions, clock: LabC
         return _delete_again(obj, options, graceful, finalizers, clock.now())
 
     grace = _pod_grace_period(obj, options) if graceful else 0
-    if grace == 0 and not finalizers:
+    if grace == 0 and not finalizers and not graceful:
         return DeleteOutcome("remove", obj)
     meta["deletionTimestamp"] = clock.timestamp(grace)
     meta["deletionGracePeriodSeconds"] = grace
@@ -157,7 +168,7 @@ def decide(resource: ResourceType, obj: Obj, options: DeleteOptions, clock: LabC
         meta["finalizers"] = finalizers
     if meta.get("generation"):
         meta["generation"] = int(meta["generation"]) + 1
-    return DeleteOutcome("update", obj)
+    return DeleteOutcome("mark-then-remove" if grace == 0 and not finalizers else "update", obj)
 
 
 def _delete_again(obj: Obj, options: DeleteOptions, graceful: bool, finalizers: list[str], now: float) -> DeleteOutcome:
@@ -175,11 +186,9 @@ def _delete_again(obj: Obj, options: DeleteOptions, graceful: bool, finalizers: 
                 deadline = now
                 if requested != 0:
                     requested = 1
-            if requested == 0 and not finalizers:
-                return DeleteOutcome("remove", obj)
             meta["deletionTimestamp"] = format_timestamp(deadline)
             meta["deletionGracePeriodSeconds"] = requested
-            return DeleteOutcome("update", obj)
+            return DeleteOutcome("mark-then-remove" if requested == 0 and not finalizers else "update", obj)
     if not finalizers and int(current or 0) == 0:
         return DeleteOutcome("remove", obj)
     return DeleteOutcome("pending", obj)

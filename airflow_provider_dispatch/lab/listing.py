@@ -9,13 +9,14 @@ resourceVersion on a list (`https://kubernetes.io/docs/reference/using-api/api-c
 - `N` with `resourceVersionMatch` unset or `NotOlderThan`: at least as new as N (504 "Too large resource
   version" if the store has not reached N);
 - `N` with `Exact`: exactly the state at N (410 Expired once N is compacted);
-- `resourceVersionMatch` without `resourceVersion`, `Exact` with `0`, and `resourceVersion` with `continue` are
-  refused with 400.
+- `resourceVersionMatch` without `resourceVersion`, with `continue`, or `Exact` with `0`: 422 Invalid
+  `ListOptions.meta.k8s.io` (`ValidateListOptions`); `resourceVersion` with `continue`: 400.
 
 Pagination (`limit`, `continue`): every page is read at the revision of the first, so a paged list is one
 snapshot; the continue token carries that revision and the last key, like etcd3's (`storage/etcd3/store.go`
 `encodeContinue`), and expires with a 410 when the revision is compacted (the apiserver's message, with a fresh
-inconsistent-continue token, follows `storage/errors.go`). `remainingItemCount` is set only when no selector
+inconsistent-continue token, follows `storage/errors.go`; the real API server serves pages and exact reads from its
+watch cache, which outlives an etcd compaction: docs/fidelity.md). `remainingItemCount` is set only when no selector
 filters the list.
 """
 
@@ -27,6 +28,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from airflow_provider_dispatch.lab import errors
 from airflow_provider_dispatch.lab.errors import bad_request, expired, not_acceptable_resource_version
 from airflow_provider_dispatch.lab.resources import ResourceType
 from airflow_provider_dispatch.lab.selectors import (
@@ -117,21 +119,46 @@ def _parse_limit(query: Mapping[str, str]) -> int:
     return max(limit, 0)
 
 
+def list_options_causes(query: Mapping[str, str]) -> list[dict[str, str]]:
+    """What `ValidateListOptions` refuses, as the causes of one 422 Invalid on `ListOptions.meta.k8s.io`
+    (`apimachinery/pkg/apis/meta/internalversion/validation/validation.go`; the handler wraps them with
+    `NewInvalid`, as the real API server answers)."""
+    match = query.get("resourceVersionMatch", "")
+    if not match:
+        return []
+    causes: list[dict[str, str]] = []
+
+    def forbidden(message: str) -> None:
+        causes.append(
+            {"reason": "FieldValueForbidden", "message": f"Forbidden: {message}", "field": "resourceVersionMatch"}
+        )
+
+    if not query.get("resourceVersion"):
+        forbidden("resourceVersionMatch is forbidden unless resourceVersion is provided")
+    if query.get("continue"):
+        forbidden("resourceVersionMatch is forbidden when continue is provided")
+    if match not in ("Exact", "NotOlderThan"):
+        causes.append(
+            {
+                "reason": "FieldValueNotSupported",
+                "message": f'Unsupported value: "{match}": supported values: "Exact", "NotOlderThan"',
+                "field": "resourceVersionMatch",
+            }
+        )
+    if match == "Exact" and query.get("resourceVersion") == "0":
+        forbidden('resourceVersionMatch "exact" is forbidden for resourceVersion "0"')
+    return causes
+
+
 def read_revision(store: Store, query: Mapping[str, str], stale_revision: int | None = None) -> int:
     """The revision a list reads at, from `resourceVersion` and `resourceVersionMatch`."""
     rv_text = query.get("resourceVersion", "")
     match = query.get("resourceVersionMatch", "")
-    if query.get("continue"):
-        if rv_text and rv_text != "0":
-            raise bad_request("specifying resource version is not allowed when using continue")
-        if match:
-            raise bad_request("resourceVersionMatch is forbidden when continue is provided")
-    if match and not rv_text:
-        raise bad_request("resourceVersionMatch is forbidden unless resourceVersion is provided")
-    if match and match not in ("Exact", "NotOlderThan"):
-        raise bad_request(f'resourceVersionMatch: Unsupported value: "{match}"')
-    if match == "Exact" and rv_text == "0":
-        raise bad_request('resourceVersionMatch "exact" is forbidden for resourceVersion "0"')
+    invalid = list_options_causes(query)
+    if invalid:
+        raise errors.invalid("ListOptions", "meta.k8s.io", "", invalid)
+    if query.get("continue") and rv_text and rv_text != "0":
+        raise bad_request("specifying resource version is not allowed when using continue")
     if not rv_text:
         return store.revision
     if rv_text == "0":

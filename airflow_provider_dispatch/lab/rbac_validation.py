@@ -4,7 +4,8 @@
 as for the other built-in kinds, from the client models (`V1Role`, `V1PolicyRule`, `RbacV1Subject`, ...).
 
 - Defaulting is `pkg/apis/rbac/v1/defaults.go`: a binding's `roleRef.apiGroup` defaults to
-  `rbac.authorization.k8s.io`, a `User` or `Group` subject's `apiGroup` too, a `ServiceAccount` subject's to "".
+  `rbac.authorization.k8s.io`, a `User` or `Group` subject's `apiGroup` too, a `ServiceAccount` subject's to ""
+  (which, `omitempty`, is stored as no field at all, as the real API server answers).
 - Validation is `pkg/apis/rbac/validation/validation.go`: names are only required to be valid path segments
   (`minimalNameRequirements`, `path.IsValidPathSegmentName`: not `.` or `..`, no `/` or `%`), so
   `system:discovery` is a valid name; `validatePolicyRule` (verbs required; non-resource URLs only in
@@ -40,12 +41,12 @@ def path_segment_name(name: str) -> list[str]:
 
 
 def _go_strings(values: list[Any]) -> str:
-    """`%#v` of a `[]string`, as `ErrorBody` prints a typed slice."""
-    return "[]string{" + ", ".join(json.dumps(str(v), ensure_ascii=False) for v in values) + "}"
+    """A `[]string` as `ErrorBody` prints it: JSON (`schema_fields.go_value`; seen on the real API server)."""
+    return f.go_json([str(v) for v in values])
 
 
 def _invalid_typed(path: str, rendered: str, detail: str) -> FieldCause:
-    """`field.Invalid` of a typed Go value, whose `%#v` text the caller renders."""
+    """`field.Invalid` of a typed Go value, whose text the caller renders."""
     return FieldCause(path, f.INVALID, f"Invalid value: {rendered}: {detail}")
 
 
@@ -66,7 +67,8 @@ def default_binding(binding: Obj) -> None:
             if subject.get("kind") in ("User", "Group"):
                 subject["apiGroup"] = GROUP
             elif subject.get("kind") == "ServiceAccount":
-                subject["apiGroup"] = ""
+                # "" is the default, and the field is `omitempty`: the stored object has no apiGroup at all
+                subject.pop("apiGroup", None)
 
 
 # ------------------------------------------------------------------------------------------------ validation
@@ -177,5 +179,6 @@ def validate_binding_update(new: Obj, old: Obj) -> list[FieldCause]:
     go_fields = {"APIGroup": "apiGroup", "Kind": "kind", "Name": "name"}
     if all(new_ref.get(k) == old_ref.get(k) for k in go_fields.values()):
         return []
-    shown = ", ".join(f"{go}:{json.dumps(str(new_ref.get(k) or ''))}" for go, k in go_fields.items())
-    return [_invalid_typed("roleRef", f"rbac.RoleRef{{{shown}}}", "cannot change roleRef")]
+    # JSON of the internal `rbac.RoleRef`, which has no json tags: its Go field names, in their order
+    shown = ",".join(f"{json.dumps(go)}:{f.go_json(str(new_ref.get(k) or ''))}" for go, k in go_fields.items())
+    return [_invalid_typed("roleRef", f"{{{shown}}}", "cannot change roleRef")]

@@ -81,9 +81,9 @@ def _field(path: str) -> str:
 
 
 def go_value(value: Any) -> str:
-    """A value as `ErrorBody` prints it: `%q` for strings, `%v` for scalars, `%#v` for maps and slices."""
-    if value is None:
-        return '"null"'  # ErrorBody replaces a nil value by the string "null", then quotes it
+    """A value as `ErrorBody` prints it: `%q` for strings, `%v` for bools and numbers, and JSON for everything else,
+    a nil value included (`null`). Composite values became JSON in Kubernetes v1.34 (kubernetes/kubernetes#132314;
+    `apimachinery/pkg/util/validation/field/errors.go` `ErrorBody`, as v1.36.3 has it), where they were `%#v`."""
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, int):
@@ -92,7 +92,7 @@ def go_value(value: Any) -> str:
         return go_number(value)
     if isinstance(value, str):
         return json.dumps(value, ensure_ascii=False)
-    return _go_sharp(value)
+    return go_json(value)
 
 
 def go_number(value: float | int) -> str:
@@ -102,19 +102,21 @@ def go_number(value: float | int) -> str:
     return repr(value)
 
 
-def _go_sharp(value: Any) -> str:
-    """`%#v` of the unstructured JSON types (`map[string]interface {}`, `[]interface {}`), keys sorted as fmt
-    does."""
-    if isinstance(value, dict):
-        inner = ", ".join(f"{json.dumps(k)}:{_go_sharp(v)}" for k, v in sorted(value.items()))
-        return "map[string]interface {}{" + inner + "}"
-    if isinstance(value, list):
-        return "[]interface {}{" + ", ".join(_go_sharp(v) for v in value) + "}"
-    if value is None:
-        return "interface {}(nil)"
-    if isinstance(value, str):
-        return json.dumps(value, ensure_ascii=False)
-    return go_value(value)
+def go_json(value: Any) -> str:
+    """`json.Marshal` of an unstructured value: compact, map keys sorted, integral floats without a fraction, and
+    `<`, `>`, `&` escaped as Go's encoder escapes them."""
+
+    def plain(item: Any) -> Any:
+        if isinstance(item, dict):
+            return {str(k): plain(v) for k, v in item.items()}
+        if isinstance(item, list | tuple):
+            return [plain(v) for v in item]
+        if isinstance(item, float) and not isinstance(item, bool) and go_number(item) != repr(item):
+            return int(item)
+        return item
+
+    text = json.dumps(plain(value), ensure_ascii=False, separators=(",", ":"), sort_keys=True)
+    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
 
 
 def _body(reason: str, value: Any, detail: str) -> str:

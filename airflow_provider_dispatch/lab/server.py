@@ -544,7 +544,10 @@ class LabApiServer:
         body = await self._body(request)
         options = DeleteOptions.parse(body if isinstance(body, dict) else None, dict(request.query))
         obj, removed = await self._delete_one(resource, namespace, name, options, user)
-        return _json(obj, 200 if removed else 202)
+        # 200 with the object, removed or not; 202 only for an object kept after an explicit
+        # `orphanDependents: false` (`apiserver/pkg/endpoints/handlers/delete.go`, kept for old clients).
+        accepted = not removed and options.orphan_dependents is False
+        return _json(obj, 202 if accepted else 200)
 
     async def _delete_one(
         self, resource: ResourceType, namespace: str | None, name: str, options: DeleteOptions, user: UserInfo
@@ -556,7 +559,10 @@ class LabApiServer:
         latest = self._must_get(resource, namespace, name)
         outcome = decide(resource, latest, options, self.clock)
         if options.dry_run or outcome.action == "pending":
-            return outcome.obj, outcome.action == "remove"
+            return outcome.obj, outcome.action in ("remove", "mark-then-remove")
+        if outcome.action == "mark-then-remove":
+            self.store.put(resource.qualified, key, outcome.obj)
+            return self.store.remove(resource.qualified, key), True
         if outcome.action == "remove":
             return self.store.remove(resource.qualified, key), True
         return self.store.put(resource.qualified, key, outcome.obj), False

@@ -12,6 +12,8 @@ Semantics (`https://kubernetes.io/docs/reference/using-api/api-concepts/#efficie
   matching is DELETED;
 - `allowWatchBookmarks=true`: BOOKMARK events carrying only the current resourceVersion, about once a minute
   of lab time (the cacher's bookmark frequency);
+- with bookmarks and `timeoutSeconds`, one more BOOKMARK 2 s of wall time before the timeout (the cacher's
+  pre-timeout bookmark), unless the timeout is nearer than that when the watch starts;
 - `timeoutSeconds` ends the stream after that many seconds of wall time (a transport timeout, not lab time).
 """
 
@@ -38,6 +40,10 @@ INITIAL_EVENTS_END = "k8s.io/initial-events-end"
 
 def _flag(query: Mapping[str, str], name: str) -> bool:
     return query.get(name, "").lower() in ("true", "1")
+
+
+PRETIMEOUT_BOOKMARK_SECONDS = 2.0
+"""How long before a watch's timeout the cacher sends its last bookmark (`cache_watcher.go`)."""
 
 
 class WatchStream:
@@ -162,6 +168,12 @@ class WatchStream:
     async def _follow(self, response: web.StreamResponse, subscription: Subscription, sent_up_to: int) -> None:
         deadline = None if self.timeout is None else time.monotonic() + self.timeout
         next_bookmark = self.clock.now() + self.bookmark_interval
+        # The cacher also bookmarks once PRETIMEOUT_BOOKMARK_SECONDS before a watch's timeout, so that a client
+        # can resume from there; none if the timeout is nearer than that when the watch starts
+        # (`apiserver/pkg/storage/cacher/cache_watcher.go`, `nextBookmarkTime`).
+        pretimeout = None if deadline is None else deadline - PRETIMEOUT_BOOKMARK_SECONDS
+        if pretimeout is not None and (not self.bookmarks or pretimeout < time.monotonic()):
+            pretimeout = None
         while True:
             waits = []
             if deadline is not None:
@@ -170,13 +182,19 @@ class WatchStream:
                 wall = self.clock.wall_seconds(next_bookmark - self.clock.now())
                 if wall is not None:
                     waits.append(wall)
+            if pretimeout is not None:
+                waits.append(pretimeout - time.monotonic())
             wait = max(min(waits), 0.0) if waits else None
             try:
                 event = await asyncio.wait_for(subscription.queue.get(), wait)
             except TimeoutError:
                 if deadline is not None and time.monotonic() >= deadline:
                     return
-                if self.bookmarks and self.clock.now() >= next_bookmark:
+                if pretimeout is not None and time.monotonic() >= pretimeout:
+                    pretimeout = None
+                    await self._write(response, self._bookmark(max(sent_up_to, self.store.revision)))
+                    next_bookmark = self.clock.now() + self.bookmark_interval
+                elif self.bookmarks and self.clock.now() >= next_bookmark:
                     await self._write(response, self._bookmark(max(sent_up_to, self.store.revision)))
                     next_bookmark = self.clock.now() + self.bookmark_interval
                 continue

@@ -81,8 +81,16 @@ def test_a_long_workload_name_is_cut_to_253_characters() -> None:
         ({k.QUEUE_LABEL: "q"}, {"suspend": False}, True, True, [k.RUNTIME_PATCH_MANAGER]),
         ({k.QUEUE_LABEL: "q"}, {}, True, True, [k.RUNTIME_PATCH_MANAGER]),
         ({k.QUEUE_LABEL: "q"}, {"runtimePatches": [{"manager": "x/y"}]}, True, True, ["x/y", k.RUNTIME_PATCH_MANAGER]),
-        ({}, {"suspend": False}, False, False, []),
-        ({k.QUEUE_LABEL: ""}, {"suspend": False}, False, False, []),
+        # Kueue v0.19.2 appends its entry to every TrainJob created, unconditionally (`Default`; real cluster)
+        ({}, {"suspend": False}, False, False, [k.RUNTIME_PATCH_MANAGER]),
+        ({k.QUEUE_LABEL: ""}, {"suspend": False}, False, False, [k.RUNTIME_PATCH_MANAGER]),
+        (
+            {k.QUEUE_LABEL: "q"},
+            {"runtimePatches": [{"manager": k.RUNTIME_PATCH_MANAGER}]},
+            True,
+            True,
+            [k.RUNTIME_PATCH_MANAGER, k.RUNTIME_PATCH_MANAGER],
+        ),
     ],
 )
 def test_the_webhook_suspends_queued_trainjobs_and_appends_its_patch(
@@ -92,11 +100,10 @@ def test_the_webhook_suspends_queued_trainjobs_and_appends_its_patch(
     assert default_trainjob(trainjob) is managed
     assert trainjob["spec"].get("suspend", False) is suspend
     assert [p["manager"] for p in trainjob["spec"].get("runtimePatches", [])] == managers
-    if managed:
-        assert trainjob["spec"]["runtimePatches"][-1] == {
-            "manager": k.RUNTIME_PATCH_MANAGER,
-            "trainingRuntimeSpec": {"template": {"spec": {}}},
-        }
+    assert trainjob["spec"]["runtimePatches"][-1] == {
+        "manager": k.RUNTIME_PATCH_MANAGER,
+        "trainingRuntimeSpec": {"template": {"spec": {}}},
+    }
 
 
 # --- PodSets ------------------------------------------------------------------------------------------------

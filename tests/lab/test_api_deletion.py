@@ -8,11 +8,17 @@ from datetime import UTC, datetime, timedelta
 import kubernetes
 import pytest
 from kubernetes.client import ApiException
+from servers import SERVERS, make_pod
 
 from airflow_provider_dispatch.lab import manifests
 from airflow_provider_dispatch.lab.runtime import Lab
 
 TRAINER = ("trainer.kubeflow.org", "v1alpha1")
+#: a finalizer no controller acts on (the real Job controller strips its own `batch.kubernetes.io/job-tracking`
+#: from pods no Job owns)
+KEEP = "example.com/keep"
+
+API_SERVERS = SERVERS
 
 
 def _gone(core_v1: kubernetes.client.CoreV1Api, namespace: str, name: str) -> bool:
@@ -26,7 +32,7 @@ def _gone(core_v1: kubernetes.client.CoreV1Api, namespace: str, name: str) -> bo
 def test_scheduled_pod_stays_terminating_for_its_grace_period(
     core_v1: kubernetes.client.CoreV1Api, namespace: str
 ) -> None:
-    created = core_v1.create_namespaced_pod(namespace, manifests.pod("p", node_name="n1", grace_seconds=30))
+    created = core_v1.create_namespaced_pod(namespace, make_pod("p", node_name="n1", grace_seconds=30))
     core_v1.patch_namespaced_pod_status("p", namespace, {"status": {"phase": "Running"}})
     core_v1.delete_namespaced_pod("p", namespace)
     pod = core_v1.read_namespaced_pod("p", namespace)
@@ -50,7 +56,7 @@ def test_only_a_shorter_grace_period_changes_anything(
     core_v1: kubernetes.client.CoreV1Api, namespace: str, stopped_clock: Lab
 ) -> None:
     # The clock stands still: the shorter deadline below stays in the future (a past one is clamped, next test).
-    core_v1.create_namespaced_pod(namespace, manifests.pod("p", node_name="n1", grace_seconds=30))
+    core_v1.create_namespaced_pod(namespace, make_pod("p", node_name="n1", grace_seconds=30))
     core_v1.delete_namespaced_pod("p", namespace)
     first = core_v1.read_namespaced_pod("p", namespace)
     core_v1.delete_namespaced_pod("p", namespace, grace_period_seconds=60)
@@ -70,7 +76,7 @@ def test_a_shortened_deadline_in_the_past_becomes_now(
 ) -> None:
     """`BeforeDelete` (k8s.io/apiserver v0.36.3): a shorter grace whose deadline has already passed moves the
     deadline to now with grace 1 s, so the pod is still deleted gracefully and its kubelet deletes it."""
-    core_v1.create_namespaced_pod(namespace, manifests.pod("p", node_name="n1", grace_seconds=300))
+    core_v1.create_namespaced_pod(namespace, make_pod("p", node_name="n1", grace_seconds=300))
     core_v1.delete_namespaced_pod("p", namespace)
     stopped_clock.call(lambda: stopped_clock.clock.advance(100))
     now = datetime.fromtimestamp(int(stopped_clock.call(stopped_clock.clock.now)), UTC)
@@ -86,7 +92,7 @@ def test_a_shortened_deadline_in_the_past_becomes_now(
 @pytest.mark.parametrize("case", ["unscheduled", "succeeded", "failed"])
 def test_grace_is_forced_to_zero(core_v1: kubernetes.client.CoreV1Api, namespace: str, case: str) -> None:
     core_v1.create_namespaced_pod(
-        namespace, manifests.pod("p", node_name=None if case == "unscheduled" else "n1", grace_seconds=30)
+        namespace, make_pod("p", node_name=None if case == "unscheduled" else "n1", grace_seconds=30)
     )
     if case != "unscheduled":
         core_v1.patch_namespaced_pod_status("p", namespace, {"status": {"phase": case.capitalize()}})
@@ -95,9 +101,7 @@ def test_grace_is_forced_to_zero(core_v1: kubernetes.client.CoreV1Api, namespace
 
 
 def test_finalizers_delay_removal(core_v1: kubernetes.client.CoreV1Api, namespace: str) -> None:
-    core_v1.create_namespaced_pod(
-        namespace, manifests.pod("p", node_name="n1", finalizers=["batch.kubernetes.io/job-tracking"])
-    )
+    core_v1.create_namespaced_pod(namespace, make_pod("p", node_name="n1", finalizers=[KEEP]))
     core_v1.delete_namespaced_pod("p", namespace, grace_period_seconds=0)
     held = core_v1.read_namespaced_pod("p", namespace)
     assert held.metadata.deletion_timestamp is not None
@@ -108,7 +112,7 @@ def test_finalizers_delay_removal(core_v1: kubernetes.client.CoreV1Api, namespac
     core_v1.patch_namespaced_pod(
         "p",
         namespace,
-        {"metadata": {"$deleteFromPrimitiveList/finalizers": ["batch.kubernetes.io/job-tracking"]}},
+        {"metadata": {"$deleteFromPrimitiveList/finalizers": [KEEP]}},
     )
     assert _gone(core_v1, namespace, "p")
 
@@ -127,7 +131,9 @@ def test_preconditions_and_propagation(custom_objects: kubernetes.client.CustomO
         "tj",
         body={"preconditions": {"uid": created["metadata"]["uid"]}, "propagationPolicy": "Foreground"},
     )
-    assert answer is None  # 202 Accepted: the generated client maps only a 200 to a body for custom objects
+    # 200 with the object as it is kept (202 only after an explicit `orphanDependents: false`, delete.go)
+    assert answer["metadata"]["uid"] == created["metadata"]["uid"]
+    assert answer["metadata"]["finalizers"] == ["foregroundDeletion"]
     deleted = custom_objects.get_namespaced_custom_object(*TRAINER, namespace, "trainjobs", "tj")
     # Foreground deletion keeps the object, with the garbage collector's finalizer, until its dependents are gone.
     assert deleted["metadata"]["finalizers"] == ["foregroundDeletion"]
@@ -135,12 +141,12 @@ def test_preconditions_and_propagation(custom_objects: kubernetes.client.CustomO
 
 
 def test_dry_run_writes_nothing(core_v1: kubernetes.client.CoreV1Api, namespace: str) -> None:
-    core_v1.create_namespaced_pod(namespace, manifests.pod("p"), dry_run="All")
+    core_v1.create_namespaced_pod(namespace, make_pod("p"), dry_run="All")
     assert _gone(core_v1, namespace, "p")
 
 
 def test_delete_collection_by_selector(core_v1: kubernetes.client.CoreV1Api, namespace: str) -> None:
-    core_v1.create_namespaced_pod(namespace, manifests.pod("a", labels={"x": "1"}))
-    core_v1.create_namespaced_pod(namespace, manifests.pod("b", labels={"x": "2"}))
+    core_v1.create_namespaced_pod(namespace, make_pod("a", labels={"x": "1"}))
+    core_v1.create_namespaced_pod(namespace, make_pod("b", labels={"x": "2"}))
     core_v1.delete_collection_namespaced_pod(namespace, label_selector="x=1")
     assert [p.metadata.name for p in core_v1.list_namespaced_pod(namespace).items] == ["b"]

@@ -10,12 +10,15 @@ import kubernetes
 import pytest
 from airflow.providers.cncf.kubernetes.hooks.kubernetes import AsyncKubernetesHook, KubernetesHook
 from kubernetes.client import ApiException
+from servers import SERVERS, make_pod
 
 from airflow_provider_dispatch.lab import manifests
 from airflow_provider_dispatch.lab.auth import Decision, UserInfo
 from airflow_provider_dispatch.lab.faults import FaultInjector, FaultRule
 from airflow_provider_dispatch.lab.requests import RequestInfo
 from airflow_provider_dispatch.lab.runtime import Lab
+
+API_SERVERS = SERVERS
 
 
 class ReadOnlyAuthorizer:
@@ -51,7 +54,7 @@ def test_forbidden_is_403_with_the_rbac_message() -> None:
         core = kubernetes.client.CoreV1Api(kubernetes.config.new_client_from_config(str(lab.kubeconfig())))
         assert core.list_namespaced_pod("default").items == []
         with pytest.raises(ApiException) as raised:
-            core.create_namespaced_pod("default", manifests.pod("p"))
+            core.create_namespaced_pod("default", make_pod("p"))
     status = json.loads(raised.value.body)
     assert (raised.value.status, status["reason"]) == (403, "Forbidden")
     assert status["message"] == (
@@ -106,7 +109,7 @@ def test_fault_rates_are_reproducible_from_the_seed() -> None:
 
 def test_kubernetes_hook_through_a_kubeconfig(kubeconfig: Path, namespace: str) -> None:
     hook = KubernetesHook(conn_id=None, config_file=str(kubeconfig))
-    hook.core_v1_client.create_namespaced_pod(namespace, manifests.pod("p"))
+    hook.core_v1_client.create_namespaced_pod(namespace, make_pod("p"))
     assert [p.metadata.name for p in hook.core_v1_client.list_namespaced_pod(namespace).items] == ["p"]
     created = hook.create_custom_object(
         group="trainer.kubeflow.org",
@@ -121,7 +124,7 @@ def test_kubernetes_hook_through_a_kubeconfig(kubeconfig: Path, namespace: str) 
 async def test_async_kubernetes_hook_through_connection_extras(kubeconfig: Path, namespace: str) -> None:
     hook = AsyncKubernetesHook(conn_id=None, connection_extras={"kube_config_path": str(kubeconfig)})
     kubernetes.client.CoreV1Api(kubernetes.config.new_client_from_config(str(kubeconfig))).create_namespaced_pod(
-        namespace, manifests.pod("p")
+        namespace, make_pod("p")
     )
     pod = await hook.get_pod("p", namespace)
     assert pod.metadata.name == "p"

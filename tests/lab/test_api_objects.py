@@ -8,10 +8,13 @@ import time
 import kubernetes
 import pytest
 from kubernetes.client import ApiException
+from servers import SERVERS, Server, make_pod
 
 from airflow_provider_dispatch.lab import manifests
 
 TRAINER = ("trainer.kubeflow.org", "v1alpha1")
+
+API_SERVERS = SERVERS
 
 
 def _status(error: ApiException) -> dict:
@@ -19,7 +22,7 @@ def _status(error: ApiException) -> dict:
 
 
 def test_create_stamps_server_owned_metadata(core_v1: kubernetes.client.CoreV1Api, namespace: str) -> None:
-    created = core_v1.create_namespaced_pod(namespace, manifests.pod("p"))
+    created = core_v1.create_namespaced_pod(namespace, make_pod("p"))
     meta = created.metadata
     assert meta.uid
     assert len(meta.uid) == 36
@@ -36,7 +39,7 @@ def test_create_stamps_server_owned_metadata(core_v1: kubernetes.client.CoreV1Ap
 def test_one_global_resource_version_across_kinds(
     core_v1: kubernetes.client.CoreV1Api, custom_objects: kubernetes.client.CustomObjectsApi, namespace: str
 ) -> None:
-    first = int(core_v1.create_namespaced_pod(namespace, manifests.pod("a")).metadata.resource_version)
+    first = int(core_v1.create_namespaced_pod(namespace, make_pod("a")).metadata.resource_version)
     job = custom_objects.create_namespaced_custom_object(*TRAINER, namespace, "trainjobs", manifests.trainjob("tj"))
     second = int(job["metadata"]["resourceVersion"])
     third = int(core_v1.create_namespaced_event(namespace, _event("e", namespace)).metadata.resource_version)
@@ -56,7 +59,7 @@ def _event(name: str, namespace: str) -> dict:
 
 
 def test_generate_name(core_v1: kubernetes.client.CoreV1Api, namespace: str) -> None:
-    body = manifests.pod("")
+    body = make_pod("")
     body["metadata"] = {"generateName": "worker-"}
     created = core_v1.create_namespaced_pod(namespace, body)
     assert created.metadata.name.startswith("worker-")
@@ -64,9 +67,9 @@ def test_generate_name(core_v1: kubernetes.client.CoreV1Api, namespace: str) -> 
 
 
 def test_already_exists_is_409_with_status(core_v1: kubernetes.client.CoreV1Api, namespace: str) -> None:
-    core_v1.create_namespaced_pod(namespace, manifests.pod("dup"))
+    core_v1.create_namespaced_pod(namespace, make_pod("dup"))
     with pytest.raises(ApiException) as raised:
-        core_v1.create_namespaced_pod(namespace, manifests.pod("dup"))
+        core_v1.create_namespaced_pod(namespace, make_pod("dup"))
     status = _status(raised.value)
     assert raised.value.status == 409
     assert (status["kind"], status["reason"], status["code"]) == ("Status", "AlreadyExists", 409)
@@ -86,7 +89,7 @@ def test_not_found_is_404_with_status(custom_objects: kubernetes.client.CustomOb
 
 def test_create_in_missing_namespace_is_refused(core_v1: kubernetes.client.CoreV1Api) -> None:
     with pytest.raises(ApiException) as raised:
-        core_v1.create_namespaced_pod("no-such-namespace", manifests.pod("p"))
+        core_v1.create_namespaced_pod("no-such-namespace", make_pod("p"))
     assert raised.value.status == 404
     assert _status(raised.value)["message"] == 'namespaces "no-such-namespace" not found'
 
@@ -183,7 +186,7 @@ def test_status_subresource_separates_spec_and_status(
 
 def test_pod_status_and_node_status(core_v1: kubernetes.client.CoreV1Api, namespace: str) -> None:
     core_v1.create_node(manifests.node(f"node-{namespace}"))
-    core_v1.create_namespaced_pod(namespace, manifests.pod("p", node_name=f"node-{namespace}"))
+    core_v1.create_namespaced_pod(namespace, make_pod("p", node_name=f"node-{namespace}"))
     running = core_v1.patch_namespaced_pod_status("p", namespace, {"status": {"phase": "Running"}})
     assert running.status.phase == "Running"
     not_ready = core_v1.patch_node_status(
@@ -195,7 +198,7 @@ def test_pod_status_and_node_status(core_v1: kubernetes.client.CoreV1Api, namesp
 
 
 def test_binding_assigns_a_node_once(core_v1: kubernetes.client.CoreV1Api, namespace: str) -> None:
-    core_v1.create_namespaced_pod(namespace, manifests.pod("p"))
+    core_v1.create_namespaced_pod(namespace, make_pod("p"))
     binding = {
         "apiVersion": "v1",
         "kind": "Binding",
@@ -212,7 +215,7 @@ def test_binding_assigns_a_node_once(core_v1: kubernetes.client.CoreV1Api, names
 
 
 def test_node_name_cannot_change_by_update(core_v1: kubernetes.client.CoreV1Api, namespace: str) -> None:
-    core_v1.create_namespaced_pod(namespace, manifests.pod("p", node_name="n1"))
+    core_v1.create_namespaced_pod(namespace, make_pod("p", node_name="n1"))
     with pytest.raises(ApiException) as raised:
         core_v1.patch_namespaced_pod("p", namespace, {"spec": {"nodeName": "n2"}})
     assert raised.value.status == 422
@@ -326,3 +329,51 @@ def test_runtimes_and_jobsets(custom_objects: kubernetes.client.CustomObjectsApi
     made = custom_objects.create_namespaced_custom_object("jobset.x-k8s.io", "v1alpha2", namespace, "jobsets", jobset)
     assert made["spec"]["suspend"] is True
     custom_objects.delete_cluster_custom_object(*TRAINER, "clustertrainingruntimes", f"rt-{namespace}")
+
+
+def _runtime_patch(manager: str) -> dict:
+    job = {"name": "node", "template": {"spec": {"template": {"spec": {"nodeSelector": {"pool": "a"}}}}}}
+    return {"manager": manager, "trainingRuntimeSpec": {"template": {"spec": {"replicatedJobs": [job]}}}}
+
+
+@pytest.mark.parametrize(
+    ("managers", "causes"),
+    [
+        (
+            [f"m{i}.example.com/x" for i in range(17)],
+            [
+                ("spec.runtimePatches", "FieldValueTooMany", "Too many: {count}: must have at most 16 items"),
+                (
+                    "<nil>",
+                    "FieldValueInvalid",
+                    "Invalid value: null: some validation rules were not checked because the object was invalid; "
+                    "correct the existing errors to complete validation",
+                ),
+            ],
+        ),
+        (
+            ["a.io/m", "b.io/m", "a.io/m"],
+            [("spec.runtimePatches[2]", "FieldValueDuplicate", 'Duplicate value: {"manager":"a.io/m"}')],
+        ),
+    ],
+)
+def test_trainjob_schema_refusals_name_their_causes(
+    server: Server,
+    custom_objects: kubernetes.client.CustomObjectsApi,
+    namespace: str,
+    managers: list[str],
+    causes: list[tuple[str, str, str]],
+) -> None:
+    """The CRD's own validation (list size, listMapKeys, CEL), before any webhook: the causes as the
+    apiextensions-apiserver words them (values rendered as `field.Error.ErrorBody` does)."""
+    body = manifests.trainjob("tj")
+    body["spec"]["runtimePatches"] = [_runtime_patch(m) for m in managers]
+    with pytest.raises(ApiException) as raised:
+        custom_objects.create_namespaced_custom_object(*TRAINER, namespace, "trainjobs", body)
+    status = _status(raised.value)
+    assert (raised.value.status, status["reason"]) == (422, "Invalid")
+    # Real Kueue's TrainJob webhook appends its runtime patch to every TrainJob created; the session lab runs no
+    # webhooks (a lab with Kueue's controllers does the same, lab/controllers/kueue/webhook.py).
+    count = len(managers) + server.expect(lab=0, real=1)
+    expected = [(field, reason, message.replace("{count}", str(count))) for field, reason, message in causes]
+    assert [(c.get("field", "<nil>"), c["reason"], c["message"]) for c in status["details"]["causes"]] == expected

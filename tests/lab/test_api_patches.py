@@ -8,11 +8,14 @@ import kubernetes
 import kubernetes_asyncio
 import pytest
 from kubernetes.client import ApiException
+from servers import SERVERS, make_pod
 
 from airflow_provider_dispatch.lab import manifests
 
 TRAINER = ("trainer.kubeflow.org", "v1alpha1")
 KUEUE = ("kueue.x-k8s.io", "v1beta2")
+
+API_SERVERS = SERVERS
 
 
 def test_merge_patch_on_a_custom_resource(custom_objects: kubernetes.client.CustomObjectsApi, namespace: str) -> None:
@@ -69,7 +72,7 @@ def test_json_patch_with_a_test_operation(custom_objects: kubernetes.client.Cust
 
 
 def test_strategic_merge_patch_merges_containers_by_name(core_v1: kubernetes.client.CoreV1Api, namespace: str) -> None:
-    body = manifests.pod("p")
+    body = make_pod("p")
     body["spec"]["containers"].append({"name": "side", "image": "busybox:1.35"})
     core_v1.create_namespaced_pod(namespace, body)
     # The sync client sends a dict patch on a built-in kind as a strategic merge patch.
@@ -210,7 +213,7 @@ async def test_async_client_patches(async_api_client: kubernetes_asyncio.client.
     )
     assert json_patched["metadata"]["annotations"] == {"a": "1", "b": "2"}
     core = kubernetes_asyncio.client.CoreV1Api(async_api_client)
-    await core.create_namespaced_pod(namespace, manifests.pod("p"))
+    await core.create_namespaced_pod(namespace, make_pod("p"))
     # The async client sends a dict patch on a built-in kind as a strategic merge patch too.
     patched = await core.patch_namespaced_pod("p", namespace, {"metadata": {"finalizers": ["example.com/keep"]}})
     assert patched.metadata.finalizers == ["example.com/keep"]

@@ -227,7 +227,7 @@ def test_runtime_patch_entries_are_immutable_per_manager(
                 FieldCause(
                     "<nil>",
                     "FieldValueInvalid",
-                    'Invalid value: "null": some validation rules were not checked because the object was '
+                    "Invalid value: null: some validation rules were not checked because the object was "
                     "invalid; correct the existing errors to complete validation",
                 ),
             ],
@@ -246,7 +246,7 @@ def test_runtime_patch_managers_are_unique() -> None:
         FieldCause(
             "spec.runtimePatches[2]",
             "FieldValueDuplicate",
-            'Duplicate value: map[string]interface {}{"manager":"a.io/m"}',
+            'Duplicate value: {"manager":"a.io/m"}',
         )
     ]
 

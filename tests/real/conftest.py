@@ -1,4 +1,5 @@
-"""The real tier: one real control plane per test session (`airflow_provider_dispatch.lab.real.RealCluster`).
+"""The real tier: the real control plane of the session (`real_cluster`, tests/conftest.py), reached through the
+official client as one of the lab's identities.
 
 etcd, kube-apiserver, kube-controller-manager, kube-scheduler, JobSet, Trainer and Kueue as built by
 `controlplane/build` (`scripts/test` runs it and exports `DISPATCH_CONTROLPLANE_BIN`; without that variable the
@@ -15,14 +16,8 @@ import kubernetes
 import pytest
 
 from airflow_provider_dispatch.lab.real import RealCluster
-from airflow_provider_dispatch.lab.real.binaries import locate
 
-
-@pytest.fixture(scope="session")
-def real_cluster() -> Iterator[RealCluster]:
-    # The build, if this machine has none, is scripts/test's job: a fixture's time is bounded by pytest-timeout.
-    with RealCluster(build=locate(build=False), nodes=("node-1", "node-2")) as cluster:
-        yield cluster
+from .steps import RealSteps
 
 
 def client_for(cluster: RealCluster, identity: str = "admin") -> kubernetes.client.ApiClient:
@@ -42,3 +37,11 @@ def real_namespace(real_admin: kubernetes.client.ApiClient) -> str:
     name = f"r-{uuid.uuid4().hex[:10]}"
     kubernetes.client.CoreV1Api(real_admin).create_namespace({"metadata": {"name": name}})
     return name
+
+
+@pytest.fixture
+def steps(real_cluster: RealCluster, real_admin: kubernetes.client.ApiClient) -> Iterator[RealSteps]:
+    """A scenario's namespace and nodes of a zone of its own (`steps.py`); its nodes and namespace go after it."""
+    made = RealSteps(real_cluster, real_admin)
+    yield made
+    made.close()

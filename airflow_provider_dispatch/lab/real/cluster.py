@@ -164,6 +164,7 @@ class RealCluster:
         self.start_timeout = start_timeout
         self.programs: list[Program] = []
         self.url = ""
+        self.etcd_url = ""
         self.pki: Pki | None = None
         self._tokens: dict[str, str] = {}
         self._ssl: ssl.SSLContext | None = None
@@ -222,8 +223,11 @@ class RealCluster:
         future: Future[T] = asyncio.run_coroutine_threadsafe(call(), self._loop)
         return future.result(timeout)
 
-    def add_node(self, name: str) -> Obj:
-        return self.run(lambda: self.machines.add_node(name, cpu=self.node_cpu, memory=self.node_memory))
+    def add_node(self, name: str, *, cpu: str | None = None, labels: dict[str, str] | None = None) -> Obj:
+        """A Node and its simulated kubelet (the cluster's node size unless `cpu` says otherwise)."""
+        return self.run(
+            lambda: self.machines.add_node(name, cpu=cpu or self.node_cpu, memory=self.node_memory, labels=labels)
+        )
 
     def set_node_state(self, node: str, state: str) -> None:
         """`ready`, `not-ready`, `frozen`, `lost` or `powered-off` (the lab's machine states)."""
@@ -298,15 +302,15 @@ class RealCluster:
     def _start_etcd(self, logs: Path) -> None:
         assert self.build is not None
         client, peer = free_port(), free_port()
-        self._etcd_url = f"http://127.0.0.1:{client}"
+        self.etcd_url = f"http://127.0.0.1:{client}"
         etcd = self._program(
             "etcd",
             [
                 self.build.program("etcd"),
                 "--name=dispatch",
                 f"--data-dir={self.workdir / 'etcd'}",
-                f"--listen-client-urls={self._etcd_url}",
-                f"--advertise-client-urls={self._etcd_url}",
+                f"--listen-client-urls={self.etcd_url}",
+                f"--advertise-client-urls={self.etcd_url}",
                 f"--listen-peer-urls=http://127.0.0.1:{peer}",
                 f"--initial-advertise-peer-urls=http://127.0.0.1:{peer}",
                 f"--initial-cluster=dispatch=http://127.0.0.1:{peer}",
@@ -315,7 +319,7 @@ class RealCluster:
             ],
             logs,
         )
-        wait_for("etcd /health", lambda: _http_ok(f"{self._etcd_url}/health"), timeout=30, programs=[etcd])
+        wait_for("etcd /health", lambda: _http_ok(f"{self.etcd_url}/health"), timeout=30, programs=[etcd])
 
     def _start_apiserver(self, logs: Path) -> None:
         assert self.build is not None
@@ -326,7 +330,7 @@ class RealCluster:
             "kube-apiserver",
             [
                 self.build.program("kube-apiserver"),
-                f"--etcd-servers={self._etcd_url}",
+                f"--etcd-servers={self.etcd_url}",
                 "--bind-address=127.0.0.1",
                 "--advertise-address=127.0.0.1",
                 f"--secure-port={port}",

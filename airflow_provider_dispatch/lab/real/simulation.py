@@ -156,9 +156,11 @@ class Machines:
             raise LookupError(f"no kubelet for node {node!r}: add the node first")
         return kubelet
 
-    async def add_node(self, name: str, *, cpu: str = "32", memory: str = "128Gi") -> Obj:
+    async def add_node(
+        self, name: str, *, cpu: str = "32", memory: str = "128Gi", labels: dict[str, str] | None = None
+    ) -> Obj:
         """Register a Node as its kubelet would, and wait until its kubelet runs and has heartbeated."""
-        created = await self.client.create(NODE, None, manifests.node(name, cpu=cpu, memory=memory))
+        created = await self.client.create(NODE, None, manifests.node(name, cpu=cpu, memory=memory, labels=labels))
         kubelet = await self.kubelets.kubelet(name)
         await kubelet.wait(lambda: kubelet.heartbeats > 0)
         return created

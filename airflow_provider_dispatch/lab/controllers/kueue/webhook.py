@@ -2,9 +2,10 @@
 
 `pkg/controller/jobs/trainjob/trainjob_webhook.go` `Default` (kubebuilder marker `verbs=create`): a TrainJob
 Kueue manages (it has the `kueue.x-k8s.io/queue-name` label; `manageJobsWithoutQueueName` is off by default) is
-set `spec.suspend: true` and gets Kueue's runtime patch appended,
+set `spec.suspend: true`; every TrainJob created, managed or not, gets Kueue's runtime patch appended,
 `{manager: kueue.x-k8s.io/manager, trainingRuntimeSpec: {template: {spec: {}}}}` (k8s-apis.md §4.6), which
-`RunWithPodSetsInfo` later fills in. Default LocalQueues and MultiKueue's managedBy are not configured in the lab.
+`RunWithPodSetsInfo` later fills in for a managed one (v0.19.2 appends unconditionally: seen on the real cluster,
+docs/fidelity.md). Default LocalQueues and MultiKueue's managedBy are not configured in the lab.
 
 Order with Trainer's defaulter (`defaulter.trainjob.trainer.kubeflow.org`, CREATE and UPDATE, which stamps
 `runtimePatches[].time` on new or changed entries): the apiserver calls mutating webhook configurations in the
@@ -33,21 +34,21 @@ def kueue_runtime_patch() -> Obj:
 
 
 def default_trainjob(trainjob: Obj) -> bool:
-    """Mutate a TrainJob as `Default` does; False when Kueue does not manage it (no queue label)."""
+    """Mutate a TrainJob as `Default` does; False when Kueue does not manage it (no queue label). Kueue's runtime
+    patch is appended to every TrainJob created, managed or not, and whatever entries it already has (the append
+    is unconditional upstream; an entry of Kueue's manager written by the user becomes a duplicate the CRD's
+    listMapKey refuses); only a managed one is suspended. Seen on real Kueue v0.19.2 (docs/fidelity.md)."""
     labels = (trainjob.get("metadata") or {}).get("labels") or {}
-    if not labels.get(k.QUEUE_LABEL):
-        return False
+    managed = bool(labels.get(k.QUEUE_LABEL))
     spec = trainjob.setdefault("spec", {})
-    spec["suspend"] = True
+    if managed:
+        spec["suspend"] = True
     patches = spec.get("runtimePatches")
     if not isinstance(patches, list):
         patches = []
         spec["runtimePatches"] = patches
-    if not any(isinstance(p, dict) and p.get("manager") == k.RUNTIME_PATCH_MANAGER for p in patches):
-        # an entry the user already wrote under Kueue's manager would make the map-list invalid if duplicated;
-        # whether upstream checks this was not read, so the lab keeps the user's entry
-        patches.append(kueue_runtime_patch())
-    return True
+    patches.append(kueue_runtime_patch())
+    return managed
 
 
 class TrainJobWebhook:
