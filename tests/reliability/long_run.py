@@ -51,6 +51,7 @@ def replay_profile(saved: Mapping[str, Any], name: str = "replay") -> Profile:
         hostile=bool(saved.get("hostile", False)),
         kueue=bool(saved.get("kueue", False)),
         runtime=str(saved.get("runtime", "safe")),
+        accept_risks=bool(saved.get("accept_risks", False)),
     )
 
 

@@ -69,6 +69,7 @@ def run_schedule(
             profile.objects,
             {**world_parameters(seed), **(params or {})},
             runtime=profile.runtime,
+            accept_risks=profile.accept_risks,
             kueue=kueue_mode.KueueMode() if profile.kueue else None,
         ).setup()
         try:

@@ -141,7 +141,10 @@ class Profile:
     """Kueue mode: Kueue and dispatch's admission check controller run, odd-numbered TrainJobs are queued."""
     runtime: str = "safe"
     """`safe`: the runtime sets podReplacementPolicy Failed and BlockingRecreate restarts (what dispatch's
-    runtime policy asks for); `upstream`: it sets neither (the upstream defaults), a negative control."""
+    runtime policy asks for); `upstream`: it sets neither (the upstream defaults), which the runtime policy
+    refuses unless `accept_risks`."""
+    accept_risks: bool = False
+    """The callers accept both runtime risks: the negative controls of hazards H1 and H2 (test_model.py)."""
     weights: Mapping[str, float] = field(default_factory=lambda: dict(RULES))
 
     def rules(self) -> dict[str, float]:
@@ -161,6 +164,8 @@ class Profile:
             "kueue": self.kueue,
             "runtime": self.runtime,
         }
+        if self.accept_risks:
+            options["accept_risks"] = True
         changed = {rule: weight for rule, weight in self.weights.items() if RULES.get(rule) != weight}
         if changed:
             options["weights"] = changed  # what generated the seed's steps (a replay runs the saved steps)

@@ -145,7 +145,7 @@ def test_negative_control_the_model_catches_a_release_without_the_drain_check() 
     ]
     result = _directed(
         steps,
-        Profile(name="directed-upstream", steps=0, nodes=3, objects=1, runtime="upstream"),
+        Profile(name="directed-upstream", steps=0, nodes=3, objects=1, runtime="upstream", accept_risks=True),
         stop_at_violation=False,
     )
     assert result.overlaps >= 1, result.describe()
@@ -178,7 +178,9 @@ H_PARAMS = {"num_nodes": (1,), "termination_seconds": 8, "replicated_jobs": 1, "
 
 
 def _hazard(steps: list[Step], runtime: str, **params: Any) -> ScheduleReport:
-    profile = Profile(name=f"directed-{runtime}", steps=0, nodes=3, objects=1, runtime=runtime)
+    profile = Profile(
+        name=f"directed-{runtime}", steps=0, nodes=3, objects=1, runtime=runtime, accept_risks=runtime != "safe"
+    )
     return run_schedule(0, profile, steps, params={**H_PARAMS, **params}, converge=False, stop_at_violation=False)
 
 

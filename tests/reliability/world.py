@@ -236,6 +236,9 @@ class World:
     objects: list[ObjectModel] = field(default_factory=list)
     runtime: str = "safe"
     kueue: KueueMode | None = None
+    accept_risks: bool = False
+    """The callers accept both runtime risks (DESIGN §3.7): only the negative controls of hazards H1 and H2,
+    which must show what dispatch admits on upstream's defaults when a platform team accepts them."""
     pending: list[PendingDelay] = field(default_factory=list)
     _checked_writes: int = 0
     _checked_admissions: int = 0
@@ -265,7 +268,7 @@ class World:
         if self.kueue is not None:
             self.kueue.setup(self)
         options = CALLER_OPTIONS
-        if self.runtime != "safe":
+        if self.accept_risks:
             # the negative control of hazards H1 and H2: a platform team that accepted both runtime risks
             # (DESIGN §3.7), so that dispatch admits on upstream's defaults and the hazards show
             accepted = {"accepted_risks": ("pod-replacement", "jobset-restart")}
