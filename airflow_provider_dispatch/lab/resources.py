@@ -16,7 +16,6 @@ use.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from functools import lru_cache
@@ -225,13 +224,3 @@ def default_registry() -> Registry:
     (read-only)."""
     return Registry([*builtin_types(), *crd_types()])
 
-
-def measure_load() -> dict[str, float]:
-    """Seconds spent parsing the CRD YAML and building a fresh registry (for the report and a test bound)."""
-    load_crds.cache_clear()
-    started = time.perf_counter()
-    load_crds()
-    parsed = time.perf_counter()
-    Registry([*builtin_types(), *crd_types()])
-    built = time.perf_counter()
-    return {"parse_yaml": parsed - started, "build_registry": built - parsed}
