@@ -613,6 +613,7 @@ def test_resource_names_limit_a_rule_to_named_objects(
         ns, _binding("one-pod", "Role", "one-pod", [{"kind": "ServiceAccount", "name": "runner"}])
     )
     user = f"system:serviceaccount:{ns}:runner"
+    _becomes(rbac_server, lambda: _core(runner).read_namespaced_pod("p1", ns), 200)
     assert _core(runner).read_namespaced_pod("p1", ns).metadata.name == "p1"
     assert _status(lambda: _core(runner).read_namespaced_pod("p2", ns)) == (
         403,

@@ -55,6 +55,7 @@ def _failure_text(failures: list[ScheduleReport], profile: Profile = CI) -> str:
     return "\n\n".join(parts)
 
 
+@pytest.mark.timeout(1800)  # the model's own length (about 200 s alone, more on a loaded machine): not a hang
 def test_random_schedules_keep_the_promise() -> None:
     run = run_many(SEED, SCHEDULES, CI)
     report(run.figure())
@@ -79,6 +80,7 @@ def test_random_schedules_keep_the_promise() -> None:
     assert totals["converged"] > 0
 
 
+@pytest.mark.timeout(900)  # the Kueue model run's own length (about 60 s alone)
 def test_random_schedules_in_kueue_mode_keep_the_promise() -> None:
     """Kueue mode beside plain mode (kueue_mode.py): queued TrainJobs admitted by Kueue through dispatch's
     admission check controller, which crashes and restarts, and Kueue's preemption."""
