@@ -1004,20 +1004,26 @@ class World:
         self.stats["slow stops"] += 1
         return True
 
-    def rule_third_party_suspend(self, step: Step, outcomes: list[Outcome]) -> bool:
-        """A person suspends a running TrainJob with a plain patch of spec.suspend, outside dispatch."""
-        obj = self._obj(step)
-        if not obj.exists or obj.suspended is not False or obj.queue is not None:
-            return False
+    def _third_party_patch_suspend(self, obj: ObjectModel, suspend: bool) -> bool:
+        """A person's plain patch of spec.suspend (not dispatch's); False when the TrainJob is gone meanwhile."""
         try:
             self.hostile.patch_namespaced_custom_object(
-                *TRAINER, NAMESPACE, "trainjobs", obj.name, {"spec": {"suspend": True}}
+                *TRAINER, NAMESPACE, "trainjobs", obj.name, {"spec": {"suspend": suspend}}
             )
         except ApiException as error:
             if error.status != 404:
                 raise
             return False
-        obj.third_party_suspended = True
+        obj.third_party_suspended = suspend
+        return True
+
+    def rule_third_party_suspend(self, step: Step, outcomes: list[Outcome]) -> bool:
+        """A person suspends a running TrainJob with a plain patch of spec.suspend, outside dispatch."""
+        obj = self._obj(step)
+        if not obj.exists or obj.suspended is not False or obj.queue is not None:
+            return False
+        if not self._third_party_patch_suspend(obj, True):
+            return False
         self.stats["third-party suspensions"] += 1
         return True
 
@@ -1027,15 +1033,8 @@ class World:
         obj = self._obj(step)
         if not obj.third_party_suspended or obj.suspended is not True or self._running(obj):
             return False
-        try:
-            self.hostile.patch_namespaced_custom_object(
-                *TRAINER, NAMESPACE, "trainjobs", obj.name, {"spec": {"suspend": False}}
-            )
-        except ApiException as error:
-            if error.status != 404:
-                raise
+        if not self._third_party_patch_suspend(obj, False):
             return False
-        obj.third_party_suspended = False
         self.stats["third-party resumptions"] += 1
         return True
 
