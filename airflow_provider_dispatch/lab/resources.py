@@ -223,4 +223,3 @@ def default_registry() -> Registry:
     """The built-in kinds and the CRDs' storage versions. Cached: every lab in a process shares it
     (read-only)."""
     return Registry([*builtin_types(), *crd_types()])
-

@@ -221,4 +221,3 @@ def test_eight_crds_are_loaded_as_package_data() -> None:
         "TrainingRuntime",
         "TrainJob",
     ]
-
