@@ -8,8 +8,9 @@ Pods (the pod worker, `pkg/kubelet/pod_workers.go`, and the status manager, `pkg
   the container restarts after a back-off of 10 s doubling to 5 min (`backOffPeriod`, `MaxContainerBackOff` in
   `pkg/kubelet/kubelet.go`), `restartCount` rising;
 - a pod given a deletionTimestamp gets SIGTERM; its process stops after `termination-seconds`, or is killed
-  once `deletionGracePeriodSeconds` (at least 2 s: `minimumGracePeriodInSeconds` in
-  `pkg/kubelet/kuberuntime/kuberuntime_container.go`, from memory, UNVERIFIED) have passed since the SIGTERM;
+  once `deletionGracePeriodSeconds` (at least 2 s: `minimumGracePeriodInSeconds = 2` in
+  `pkg/kubelet/kuberuntime/kuberuntime_manager.go`, applied by `killContainer` in `kuberuntime_container.go`,
+  read at k8s.io/kubernetes v1.36.3) have passed since the SIGTERM;
   the grace is counted from when the kubelet acts, not from the deletionTimestamp. The kubelet then writes the
   terminal phase and only then deletes the pod with grace 0 and a UID precondition (`status_manager.go`
   `syncPod` / `canBeDeleted`: "Delay deletion of pods until the phase is terminal", verified at
