@@ -16,6 +16,10 @@ What it starts, in order, each program in its own process group with a log in th
    controller's webhooks;
 6. the simulated machines (`simulation.py`) on a background thread's event loop, and the nodes.
 
+`RealCluster(apiserver_only=True)` stops after step 3: etcd and the API server alone, for measuring what the API
+server itself costs (`tests/benchmarks/real_drain_cost.py`), where a controller's reads would be noise;
+`install_crds()` then adds the CRDs of step 5 without their controllers or webhooks.
+
 `stop()` ends everything it started, in reverse order, each program's process group SIGTERM then SIGKILL, and
 removes the work folder (it holds keys and tokens) unless asked to keep it.
 """
@@ -153,6 +157,8 @@ class RealCluster:
         workdir: Path | None = None,
         keep_workdir: bool = False,
         start_timeout: float = 120.0,
+        apiserver_only: bool = False,
+        apiserver_args: Sequence[str] = (),
     ) -> None:
         self.build = build
         self.node_names = list(nodes)
@@ -162,6 +168,8 @@ class RealCluster:
         self.workdir = workdir or Path(tempfile.mkdtemp(prefix="dispatch-real-"))
         self.keep_workdir = keep_workdir
         self.start_timeout = start_timeout
+        self.apiserver_only = apiserver_only
+        self.apiserver_args = tuple(apiserver_args)
         self.programs: list[Program] = []
         self.url = ""
         self.etcd_url = ""
@@ -197,6 +205,13 @@ class RealCluster:
         if self.build is None:
             raise RuntimeError("the real cluster is not started")
         return self.build.versions
+
+    def pid(self, program: str) -> int:
+        """The process id of one of the cluster's programs (`etcd`, `kube-apiserver`, ...)."""
+        for running in self.programs:
+            if running.name == program:
+                return running.pid
+        raise KeyError(f"the real cluster runs no {program!r}; it runs {', '.join(p.name for p in self.programs)}")
 
     def token_for(self, identity: str) -> str:
         if identity not in IDENTITIES:
@@ -261,6 +276,8 @@ class RealCluster:
         done("kube-apiserver ready")
         self._bootstrap_rbac()
         done("identities provisioned")
+        if self.apiserver_only:
+            return
         kube = {name: self._component_kubeconfig(name, token) for name, token in component_tokens.items()}
         self._start_kcm(logs, kube["kube-controller-manager"])
         self._start_scheduler(logs, kube["kube-scheduler"])
@@ -348,6 +365,7 @@ class RealCluster:
                 f"--default-unreachable-toleration-seconds={self.timings.unreachable_toleration_seconds}",
                 "--profiling=false",
                 "--v=1",
+                *self.apiserver_args,
             ],
             logs,
         )
@@ -443,22 +461,8 @@ class RealCluster:
         assert self.build is not None
         assert self.pki is not None
         ports = {name: free_port() for name in ("jobset", "trainer", "kueue")}
-        components = real_manifests.components(self.build.manifests, ports)
+        components = self.install_crds(ports)
         ca = self.pki.ca_bundle
-        for component in components:
-            crds = real_manifests.crds(component, ca)
-            for crd in crds:
-                # A create, not an apply: server-side apply of CRDs with whole pod templates in their schema
-                # (Trainer's are megabytes) takes the API server tens of seconds; the etcd is new, so nothing
-                # is there to merge with.
-                self.request("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crd)
-            for name in real_manifests.crd_names(crds):
-                wait_for(
-                    f"CRD {name} Established",
-                    functools.partial(self._established, name),
-                    timeout=60,
-                    programs=self.programs,
-                )
         probes = {name: free_port() for name in ports}
         certs = {name: install_serving_pair(self.pki, self.workdir / name / "certs") for name in ports}
         configs = self.workdir / "configs"
@@ -538,6 +542,33 @@ class RealCluster:
             for configuration in real_manifests.webhook_configurations(component, ca):
                 self.apply(configuration)
         self._wait_webhooks()
+
+    def install_crds(self, ports: dict[str, int] | None = None) -> list[real_manifests.Component]:
+        """Create the CRDs of JobSet, Trainer and Kueue and wait until each is Established; the components.
+
+        `ports` are the controllers' webhook ports their conversion webhooks point at; without them (an
+        `apiserver_only` cluster, which runs no controller) the ports are unused ones, so a version that needs
+        conversion (Kueue's v1beta1) fails, and the CRDs' stored versions serve as usual.
+        """
+        if self.build is None or self.pki is None:
+            raise RuntimeError("the real cluster is not started")
+        ports = ports or {name: free_port() for name in ("jobset", "trainer", "kueue")}
+        components = real_manifests.components(self.build.manifests, ports)
+        for component in components:
+            crds = real_manifests.crds(component, self.pki.ca_bundle)
+            for crd in crds:
+                # A create, not an apply: server-side apply of CRDs with whole pod templates in their schema
+                # (Trainer's are megabytes) takes the API server tens of seconds; the etcd is new, so nothing
+                # is there to merge with.
+                self.request("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crd)
+            for name in real_manifests.crd_names(crds):
+                wait_for(
+                    f"CRD {name} Established",
+                    functools.partial(self._established, name),
+                    timeout=60,
+                    programs=self.programs,
+                )
+        return components
 
     def _wait_webhooks(self) -> None:
         """Dry-run writes that pass through each controller's webhooks (and Kueue's conversion)."""
