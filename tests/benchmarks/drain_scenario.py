@@ -13,8 +13,9 @@ status-write path for each. Nothing here is measured.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import kubernetes
 
@@ -22,8 +23,19 @@ from airflow_provider_dispatch.dispatch import vocabulary as v
 from airflow_provider_dispatch.dispatch.selection import Selection
 from airflow_provider_dispatch.lab import manifests
 
-from .harness.lab_process import LabEndpoint
 from .pods import neighbour_template, pod_template
+
+
+class Endpoint(Protocol):
+    """What seeding needs of a server: the lab's `harness.lab_process.LabEndpoint`, or the real API server's
+    `real_seeding.RealEndpoint`."""
+
+    def call(self, method: str, path: str, body: Mapping[str, Any] | None = None, timeout: float = 600.0) -> Any: ...
+
+    def seed(
+        self, path: str, template: Mapping[str, Any], count: int, *, start: int = 0, group_size: int = 1
+    ) -> int: ...
+
 
 TRAINJOB = "ft-bench"
 SUBMISSION = "1"
@@ -65,7 +77,7 @@ class DrainNamespace:
     def pods_path(self) -> str:
         return v.POD.path(self.namespace)
 
-    def grow(self, lab: LabEndpoint, total: int) -> None:
+    def grow(self, lab: Endpoint, total: int) -> None:
         """Add neighbour pods until the namespace holds `total` pods (never fewer than it has)."""
         wanted = total - self.job_pods - self.neighbours
         if wanted < 0:
@@ -77,7 +89,7 @@ class DrainNamespace:
 
 
 def build(
-    api: kubernetes.client.ApiClient, lab: LabEndpoint, namespace: str, *, job_pods: int, nodes: int
+    api: kubernetes.client.ApiClient, lab: Endpoint, namespace: str, *, job_pods: int, nodes: int
 ) -> DrainNamespace:
     """The namespace with the TrainJob, its Nodes and its `job_pods` ranks (no neighbours yet)."""
     if job_pods < 1 or nodes < 1 or job_pods % nodes:
