@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import importlib.util
 import json
 import os
 import shutil
@@ -268,6 +269,39 @@ def _outside_model(path: Path) -> bool:
     return path.name.startswith("test_") or path.name == Path(__file__).name
 
 
+def _schedule_module() -> Any:
+    """The model's `schedule.py` beside this file, however the gate was started (a script or a test module)."""
+    name = "_mutation_gate_schedule"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name("schedule.py"))
+        assert spec is not None
+        assert spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    return sys.modules[name]
+
+
+def weights_of(pairs: Sequence[str]) -> dict[str, float]:
+    """`--weight RULE=W` options as a mapping; a rule the model does not have, or a weight that is not a
+    number of at least 0, is refused (ValueError) before anything runs."""
+    schedule = _schedule_module()
+    known = {*schedule.RULES, *schedule.HOSTILE_RULES, *schedule.KUEUE_RULES}
+    weights: dict[str, float] = {}
+    for pair in pairs:
+        rule, _, text = pair.partition("=")
+        if rule not in known:
+            raise ValueError(f"--weight {pair}: no such rule (the rules: {', '.join(sorted(known))})")
+        try:
+            weight = float(text)
+        except ValueError:
+            weight = -1.0
+        if not weight >= 0:
+            raise ValueError(f"--weight {pair}: the weight must be a number of at least 0")
+        weights[rule] = weight
+    return weights
+
+
 def invariant_of(violation: str) -> str:
     return next((name for marker, name in INVARIANTS if marker in violation), "other")
 
@@ -332,9 +366,10 @@ def _worker(args: argparse.Namespace) -> int:
     copied = expected / "tests"
     sys.path.insert(0, str(copied if copied.is_dir() else ROOT / "tests"))
     from reliability.runner import run_schedule
-    from reliability.schedule import Profile
+    from reliability.schedule import RULES, Profile
 
-    profile = Profile(name="gate", steps=args.steps, kueue=args.kueue)
+    weights = {**RULES, **weights_of(args.weight)}
+    profile = Profile(name="gate", steps=args.steps, kueue=args.kueue, weights=weights)
     for seed in args.seeds:
         report = run_schedule(seed, profile)
         run = Run(
@@ -374,6 +409,7 @@ def run_copy(
         if baseline_failed is not None:
             command += ["--stop-at-failure", "--baseline-failed", *map(str, baseline_failed)]
         command += ["--kueue"] if options.kueue else []
+        command += [f"--weight={weight}" for weight in options.weight]
         done = subprocess.run(command, env=env, cwd=tmp, capture_output=True, text=True, check=False)
     runs = []
     for line in done.stdout.splitlines():
@@ -428,6 +464,7 @@ def table(verdicts: Sequence[Verdict], options: argparse.Namespace, baseline_fai
     lines = [
         f"Mutation gate: the CI profile ({options.steps} steps{', Kueue mode' if options.kueue else ''}), "
         f"schedules from seed {options.seed}, at most {options.schedules} per mutant"
+        + (f", weights changed: {', '.join(options.weight)}" if options.weight else "")
         + (f"; baseline failures (not counted): {list(baseline_failures)}" if baseline_failures else ""),
         "",
         "| mutant | check removed | schedules to first violation | invariant |",
@@ -448,6 +485,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--schedules", type=int, default=40, help="schedules per mutant before it survives")
     parser.add_argument("--steps", type=int, default=40, help="steps per schedule (CI: 40)")
     parser.add_argument("--kueue", action="store_true", help="the Kueue profile (queued TrainJobs beside plain)")
+    parser.add_argument(
+        "--weight",
+        action="append",
+        default=[],
+        metavar="RULE=W",
+        help="draw RULE with weight W instead of its CI weight (repeatable): a profile biased towards one story",
+    )
     parser.add_argument("--jobs", type=int, default=1, help="mutants run at once (default 1; 2 cores: 2)")
     parser.add_argument("--out", type=Path, default=Path("mutation-gate"), help="where the table and JSON go")
     parser.add_argument("--check", action="store_true", help="only check that every snippet matches once")
@@ -459,6 +503,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if options.worker:
         return _worker(options)
 
+    try:
+        weights_of(options.weight)
+    except ValueError as error:
+        print(error, file=sys.stderr)
+        return 2
     chosen = [m for m in MUTANTS if not options.only or m.name in options.only]
     unknown = set(options.only) - {m.name for m in MUTANTS}
     if unknown:
