@@ -537,7 +537,7 @@ def _gate(chosen: Sequence[Mutant], options: argparse.Namespace) -> int:
     interrupted run keeps what it measured."""
     started = time.monotonic()
     seeds = [options.seed + i for i in range(options.schedules)]
-    mode = "-kueue" if options.kueue else ""
+    mode = ("-kueue" if options.kueue else "") + "".join(f"-{weight}" for weight in sorted(options.weight))
     cache = options.out / f"baseline-{source_digest(options.source)}-{options.seed}-{options.steps}{mode}.json"
     known = {r["seed"]: Run(**r) for r in json.loads(cache.read_text())} if cache.exists() else {}
     missing = [s for s in seeds if s not in known]
