@@ -15,12 +15,13 @@ issue). So the hold of execution A is observed when all of this holds:
    carrying A's labels was applied from a state after A's hold: a JobSet still carrying A-1's labels was
    suspended by an earlier hold, and Trainer may still be about to act on A's release. While A = 0 (never
    admitted) there is nothing to compare, and a JobSet that does not exist yet is awaited only when A > 0.
-3. **JobSet counted every Job suspended or finished** (`status.replicatedJobsStatus[]`: `suspended + succeeded
-   + failed` reaches `replicas`): `spec.suspend` on the JobSet is what Trainer wrote, not what the Jobs did.
-4. **Every Job, read itself**, exists (a Job a restart has not recreated yet may be created unsuspended by a
-   write in flight), is controlled by this JobSet, and is `spec.suspend: true` or finished. The JobSet's status
-   counts come from its cache and may be stale; the Job objects are read with a quorum read.
-5. **No write from before the hold can still land** (a pod creation the Job controller started before it saw
+3. **Every Job, read itself**, exists (a Job a restart has not recreated yet may be created unsuspended by a
+   write in flight), is controlled by this JobSet, and is `spec.suspend: true` or finished: `spec.suspend` on
+   the JobSet is what Trainer wrote, not what the Jobs did. The Jobs are every one the JobSet's spec implies
+   (`expected_job_names`), read with a quorum read. (The JobSet's own count of them, `status.replicatedJobsStatus[]`
+   `suspended + succeeded + failed`, is JobSet's cached view of these same Job fields, so it can only lag what
+   this reads: it is not consulted; docs/reliability.md, the mutation gate.)
+4. **No write from before the hold can still land** (a pod creation the Job controller started before it saw
    the suspension, JobSet resuming or creating a Job, Trainer applying the JobSet). The API server abandons a
    request after its request timeout (`kube-apiserver --request-timeout`, 60 s by default; admission webhooks
    run inside it), so a write a controller started before it saw the hold lands within that time of the hold
@@ -114,24 +115,6 @@ def _stale_templates(trainjob: Mapping[str, Any], jobset: Mapping[str, Any]) -> 
     return stale
 
 
-def _jobs_not_yet_suspended(jobset: Mapping[str, Any]) -> list[str]:
-    """Replicated jobs whose Jobs the JobSet's status does not yet count as suspended or finished.
-
-    JobSet sets `suspend` on each child Job and counts them in `status.replicatedJobsStatus[].suspended`;
-    finished Jobs are counted as `succeeded` or `failed` (k8s-apis §2.2, `calculateReplicatedJobStatuses`).
-    """
-    counts = {entry.get("name"): entry for entry in object_list(jobset, "status", "replicatedJobsStatus")}
-    lagging: list[str] = []
-    for replicated in object_list(jobset, "spec", "replicatedJobs"):
-        name = replicated.get("name")
-        replicas = replicated.get("replicas", 1)
-        entry = counts.get(name) or {}
-        settled = sum(int(entry.get(key) or 0) for key in ("suspended", "succeeded", "failed"))
-        if not isinstance(replicas, int) or settled < replicas:
-            lagging.append(f"{name}: {settled} of {replicas} Jobs")
-    return lagging
-
-
 def job_finished(job: Mapping[str, Any]) -> bool:
     return condition_is_true(job, "Complete") or condition_is_true(job, "Failed")
 
@@ -162,7 +145,7 @@ def job_controller_acted(job: Mapping[str, Any]) -> bool:
 
 
 def settles_at(record: ExecutionPods | None, settle_seconds: float) -> datetime | None:
-    """When the recorded hold is old enough that no write from before it can land (module docstring, 5)."""
+    """When the recorded hold is old enough that no write from before it can land (module docstring, 4)."""
     if record is None or record.since is None:
         return None
     return record.since + timedelta(seconds=settle_seconds)
@@ -170,7 +153,7 @@ def settles_at(record: ExecutionPods | None, settle_seconds: float) -> datetime 
 
 def _shortcut(record: ExecutionPods, evidence: HoldEvidence, admission: int) -> bool:
     """dispatch started this execution long before the hold, and every Job resumed for it shows the Job
-    controller acted on the hold (module docstring, 5)."""
+    controller acted on the hold (module docstring, 4)."""
     if record.started is None or record.since is None:
         return False
     if (record.since - record.started).total_seconds() < evidence.settle_seconds:
@@ -184,7 +167,7 @@ def _shortcut(record: ExecutionPods, evidence: HoldEvidence, admission: int) -> 
 @dataclass(frozen=True)
 class NotObserved:
     """Why the hold is not observed yet; `seconds_left` is set when only the settle is missing (module
-    docstring, 5): how long, on the API server's clock, until it has settled."""
+    docstring, 4): how long, on the API server's clock, until it has settled."""
 
     reason: str
     seconds_left: float | None = None
@@ -257,13 +240,6 @@ def _not_observed(trainjob: Mapping[str, Any], evidence: HoldEvidence, admission
             f"JobSet {ref} is suspended but its pod templates still carry another execution's admission label "
             f"({'; '.join(stale)}): the suspension is left over from an earlier hold and Trainer has not applied "
             f"this execution's yet (it may still act on the release before it); retry shortly"
-        )
-    lagging = _jobs_not_yet_suspended(jobset)
-    if lagging:
-        return (
-            f"JobSet {ref} is suspended but its status does not show every Job suspended or finished yet "
-            f"({', '.join(lagging)}): a Job that has not seen the hold may still create a pod after "
-            "the pods are read; retry shortly"
         )
     jobset_uid = uid_of(jobset)
     for name, job in evidence.jobs.items():

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import importlib.util
 import json
 import os
 import shutil
@@ -151,13 +152,6 @@ MUTANTS: tuple[Mutant, ...] = (
         "a JobSet suspended by an earlier hold, Trainer not having applied this execution's (evidence.py, ABA)",
     ),
     Mutant(
-        "jobset-suspended-count",
-        "dispatch/evidence.py",
-        "lagging = _jobs_not_yet_suspended(jobset)",
-        "lagging: list[str] = []",
-        "a Job that has not seen the JobSet's suspend may still create a pod after the check (DESIGN §3.1)",
-    ),
-    Mutant(
         "each-job-read",
         "dispatch/evidence.py",
         "problem = _job_problem(name, job, jobset_uid)",
@@ -260,12 +254,52 @@ INVARIANTS: tuple[tuple[str, str], ...] = (
 )
 
 
-def source_digest() -> str:
-    """A digest of dispatch's and the model's sources: a baseline kept for other sources is not reused."""
+def source_digest(root: Path = ROOT) -> str:
+    """A digest of dispatch's and the model's sources: a baseline kept for other sources is not reused. The
+    reliability suite's test modules and this gate are left out: the baseline's schedules do not run them, so
+    editing a directed test or the gate's table keeps the baseline."""
     digest = hashlib.sha256()
-    for path in sorted([*(ROOT / PACKAGE).rglob("*.py"), *(ROOT / "tests" / "reliability").glob("*.py")]):
+    model = [p for p in (root / "tests" / "reliability").glob("*.py") if not _outside_model(p)]
+    for path in sorted([*(root / PACKAGE).rglob("*.py"), *model]):
         digest.update(path.read_bytes())
     return digest.hexdigest()[:12]
+
+
+def _outside_model(path: Path) -> bool:
+    return path.name.startswith("test_") or path.name == Path(__file__).name
+
+
+def _schedule_module() -> Any:
+    """The model's `schedule.py` beside this file, however the gate was started (a script or a test module)."""
+    name = "_mutation_gate_schedule"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name("schedule.py"))
+        assert spec is not None
+        assert spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    return sys.modules[name]
+
+
+def weights_of(pairs: Sequence[str]) -> dict[str, float]:
+    """`--weight RULE=W` options as a mapping; a rule the model does not have, or a weight that is not a
+    number of at least 0, is refused (ValueError) before anything runs."""
+    schedule = _schedule_module()
+    known = {*schedule.RULES, *schedule.HOSTILE_RULES, *schedule.KUEUE_RULES}
+    weights: dict[str, float] = {}
+    for pair in pairs:
+        rule, _, text = pair.partition("=")
+        if rule not in known:
+            raise ValueError(f"--weight {pair}: no such rule (the rules: {', '.join(sorted(known))})")
+        try:
+            weight = float(text)
+        except ValueError:
+            weight = -1.0
+        if not weight >= 0:
+            raise ValueError(f"--weight {pair}: the weight must be a number of at least 0")
+        weights[rule] = weight
+    return weights
 
 
 def invariant_of(violation: str) -> str:
@@ -289,16 +323,22 @@ def check(mutant: Mutant, root: Path = ROOT) -> str:
     return text.replace(mutant.original, mutant.replacement)
 
 
-def materialise(mutant: Mutant | None, into: Path) -> Path:
-    """A copy of the package and of the tests under `into` (the package mutated unless `mutant` is None);
-    returns the directory to put first on PYTHONPATH."""
+def materialise(mutant: Mutant | None, into: Path, source: Path = ROOT) -> Path:
+    """A copy of the package and of the tests of `source` under `into` (the package mutated unless `mutant` is
+    None); returns the directory to put first on PYTHONPATH."""
     target = into / PACKAGE
-    shutil.copytree(ROOT / PACKAGE, target, ignore=shutil.ignore_patterns("__pycache__"))
-    # the model too, so that editing it while the gate runs cannot change the later mutants' runs
-    shutil.copytree(ROOT / "tests", into / "tests", ignore=shutil.ignore_patterns("__pycache__", "mutation-gate*"))
+    shutil.copytree(source / PACKAGE, target, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(source / "tests", into / "tests", ignore=shutil.ignore_patterns("__pycache__", "mutation-gate*"))
     if mutant is not None:
-        (target / mutant.file).write_text(check(mutant))
+        (target / mutant.file).write_text(check(mutant, source))
     return into
+
+
+def snapshot(into: Path) -> Path:
+    """The package and the tests as they are when the gate starts, copied once: every mutant and the baseline
+    are made from this copy, so editing the checkout while the gate runs (hours, at a large budget) changes no
+    run of it."""
+    return materialise(None, into)
 
 
 # --- running the model against one copy -----------------------------------------------------------------------------
@@ -326,9 +366,10 @@ def _worker(args: argparse.Namespace) -> int:
     copied = expected / "tests"
     sys.path.insert(0, str(copied if copied.is_dir() else ROOT / "tests"))
     from reliability.runner import run_schedule
-    from reliability.schedule import Profile
+    from reliability.schedule import RULES, Profile
 
-    profile = Profile(name="gate", steps=args.steps, kueue=args.kueue)
+    weights = {**RULES, **weights_of(args.weight)}
+    profile = Profile(name="gate", steps=args.steps, kueue=args.kueue, weights=weights)
     for seed in args.seeds:
         report = run_schedule(seed, profile)
         run = Run(
@@ -354,7 +395,7 @@ def run_copy(
     """Run the model on `seeds` in a subprocess importing a copy of the package (mutated unless None); with
     `baseline_failed`, stop at the first failing schedule that is not one of those."""
     with tempfile.TemporaryDirectory(prefix=f"mutant-{mutant.name if mutant else 'baseline'}-") as tmp:
-        root = materialise(mutant, Path(tmp))
+        root = materialise(mutant, Path(tmp), options.source)
         env = {**os.environ, "PYTHONPATH": str(root), "DISPATCH_MUTANT_ROOT": str(root)}
         command = [
             sys.executable,
@@ -368,6 +409,7 @@ def run_copy(
         if baseline_failed is not None:
             command += ["--stop-at-failure", "--baseline-failed", *map(str, baseline_failed)]
         command += ["--kueue"] if options.kueue else []
+        command += [f"--weight={weight}" for weight in options.weight]
         done = subprocess.run(command, env=env, cwd=tmp, capture_output=True, text=True, check=False)
     runs = []
     for line in done.stdout.splitlines():
@@ -422,6 +464,7 @@ def table(verdicts: Sequence[Verdict], options: argparse.Namespace, baseline_fai
     lines = [
         f"Mutation gate: the CI profile ({options.steps} steps{', Kueue mode' if options.kueue else ''}), "
         f"schedules from seed {options.seed}, at most {options.schedules} per mutant"
+        + (f", weights changed: {', '.join(options.weight)}" if options.weight else "")
         + (f"; baseline failures (not counted): {list(baseline_failures)}" if baseline_failures else ""),
         "",
         "| mutant | check removed | schedules to first violation | invariant |",
@@ -442,6 +485,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--schedules", type=int, default=40, help="schedules per mutant before it survives")
     parser.add_argument("--steps", type=int, default=40, help="steps per schedule (CI: 40)")
     parser.add_argument("--kueue", action="store_true", help="the Kueue profile (queued TrainJobs beside plain)")
+    parser.add_argument(
+        "--weight",
+        action="append",
+        default=[],
+        metavar="RULE=W",
+        help="draw RULE with weight W instead of its CI weight (repeatable): a profile biased towards one story",
+    )
     parser.add_argument("--jobs", type=int, default=1, help="mutants run at once (default 1; 2 cores: 2)")
     parser.add_argument("--out", type=Path, default=Path("mutation-gate"), help="where the table and JSON go")
     parser.add_argument("--check", action="store_true", help="only check that every snippet matches once")
@@ -453,6 +503,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if options.worker:
         return _worker(options)
 
+    try:
+        weights_of(options.weight)
+    except ValueError as error:
+        print(error, file=sys.stderr)
+        return 2
     chosen = [m for m in MUTANTS if not options.only or m.name in options.only]
     unknown = set(options.only) - {m.name for m in MUTANTS}
     if unknown:
@@ -472,9 +527,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
 
     options.out.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="mutation-gate-source-") as frozen:
+        options.source = snapshot(Path(frozen))
+        return _gate(chosen, options)
+
+
+def _gate(chosen: Sequence[Mutant], options: argparse.Namespace) -> int:
+    """The baseline (kept per source digest), then each mutant; the JSON is rewritten after each mutant, so an
+    interrupted run keeps what it measured."""
+    started = time.monotonic()
     seeds = [options.seed + i for i in range(options.schedules)]
-    mode = "-kueue" if options.kueue else ""
-    cache = options.out / f"baseline-{source_digest()}-{options.seed}-{options.steps}{mode}.json"
+    mode = ("-kueue" if options.kueue else "") + "".join(f"-{weight}" for weight in sorted(options.weight))
+    cache = options.out / f"baseline-{source_digest(options.source)}-{options.seed}-{options.steps}{mode}.json"
     known = {r["seed"]: Run(**r) for r in json.loads(cache.read_text())} if cache.exists() else {}
     missing = [s for s in seeds if s not in known]
     print(f"baseline: {len(missing)} schedules to run ({len(known)} known)", flush=True)
@@ -483,28 +547,37 @@ def main(argv: Sequence[str] | None = None) -> int:
     cache.write_text(json.dumps([asdict(r) for r in sorted(known.values(), key=lambda r: r.seed)], indent=1))
     baseline = {s: known[s] for s in seeds if s in known}
     baseline_failures = [s for s, r in baseline.items() if r.failed]
+    verdicts: list[Verdict] = []
+
+    def save() -> None:
+        result: dict[str, Any] = {
+            "seed": options.seed,
+            "steps": options.steps,
+            "schedules": options.schedules,
+            "kueue": options.kueue,
+            "wall_seconds": round(time.monotonic() - started),
+            "baseline": [asdict(r) for r in baseline.values()],
+            "mutants": [asdict(v) for v in verdicts],
+        }
+        (options.out / "mutation-gate.json").write_text(json.dumps(result, indent=1) + "\n")
 
     def one(mutant: Mutant) -> Verdict:
         verdict = judge(mutant, baseline, options)
         state = f"killed after {verdict.schedules} ({verdict.invariant})" if verdict.killed else "SURVIVED"
         print(f"{mutant.name}: {state} in {verdict.wall_seconds:.0f} s", flush=True)
+        verdicts.append(verdict)
+        save()
         return verdict
 
     with ThreadPoolExecutor(max(options.jobs, 1)) as pool:
-        verdicts = list(pool.map(one, chosen))
-    text = table(verdicts, options, baseline_failures)
+        ordered = list(pool.map(one, chosen))
+    verdicts[:] = ordered
+    save()
+    text = table(ordered, options, baseline_failures)
+    text += f"\n\nThe gate ran {time.monotonic() - started:.0f} s ({options.jobs} at once)."
     print(text)
     (options.out / "mutation-table.md").write_text(text + "\n")
-    result: dict[str, Any] = {
-        "seed": options.seed,
-        "steps": options.steps,
-        "schedules": options.schedules,
-        "kueue": options.kueue,
-        "baseline": [asdict(r) for r in baseline.values()],
-        "mutants": [asdict(v) for v in verdicts],
-    }
-    (options.out / "mutation-gate.json").write_text(json.dumps(result, indent=1) + "\n")
-    return 0 if all(v.killed for v in verdicts) else 1
+    return 0 if all(v.killed for v in ordered) else 1
 
 
 if __name__ == "__main__":

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from .mutation_gate import MUTANTS, Mutant, SnippetError, check, invariant_of, materialise
+from .mutation_gate import MUTANTS, Mutant, SnippetError, check, invariant_of, materialise, weights_of
 
 
 @pytest.mark.parametrize("mutant", MUTANTS, ids=[m.name for m in MUTANTS])
@@ -52,3 +52,10 @@ def test_a_mutant_is_applied_to_a_copy_only(tmp_path: Path) -> None:
 )
 def test_violations_are_told_by_their_invariant(violation: str, invariant: str) -> None:
     assert invariant in invariant_of(violation)
+
+
+def test_weights_bias_the_generator_and_refuse_what_the_model_lacks() -> None:
+    assert weights_of(["relabel=12", "partition=0"]) == {"relabel": 12.0, "partition": 0.0}
+    for wrong in ("no_such_rule=3", "relabel=-1", "relabel=many", "relabel"):
+        with pytest.raises(ValueError, match="--weight"):
+            weights_of([wrong])
