@@ -32,6 +32,10 @@ raised as retryable with `"retry"`.
 `pod-replacement`, `jobset-restart`; dispatch/policy.py) are the adapter's options; every admission of a runtime
 with an accepted risk is logged with it.
 
+A conflict (409: Trainer wrote the TrainJob between dispatch's read and its write) re-runs the whole operation
+from its first read inside the try, up to `conflict_attempts` times, each retry logged (dispatch/conflicts.py); a
+conflict on every attempt raises the retryable `PersistentConflictError`.
+
 Errors map in one place (`hooks.errors`): unreachable (including pods remaining) -> AirflowException, retried;
 refused (not found, not managed, invalid name, forbidden, finished, spec rejected) -> AirflowFailException.
 
@@ -60,6 +64,11 @@ from airflow.sdk.exceptions import AirflowException, AirflowFailException
 from airflow_provider_dispatch.backoff import Backoff, BackoffSchedule
 from airflow_provider_dispatch.dispatch import programs
 from airflow_provider_dispatch.dispatch.assessment import Execution, ManagedObject, Mode, is_held, managed
+from airflow_provider_dispatch.dispatch.conflicts import (
+    DEFAULT_CONFLICT_ATTEMPTS,
+    ConflictRetry,
+    validate_conflict_attempts,
+)
 from airflow_provider_dispatch.dispatch.errors import (
     DispatchError,
     HoldSettlingError,
@@ -94,6 +103,8 @@ class TrainJobOperator(BaseOperator):
     :param cluster_context: overrides the connection's `cluster_context` extra.
     :param config_file: a kubeconfig path; overrides the connection's `kube_config_path` extra.
     :param in_cluster: overrides the connection's `in_cluster` extra.
+    :param conflict_attempts: how many times the operation runs from its first read when it meets a conflict
+        (Trainer writing the TrainJob between dispatch's read and write), 1 to 20 (dispatch/conflicts.py).
     """
 
     ui_color = "#dfe9f7"
@@ -105,6 +116,7 @@ class TrainJobOperator(BaseOperator):
         cluster_context: str | None = None,
         config_file: str | None = None,
         in_cluster: bool | None = None,
+        conflict_attempts: int = DEFAULT_CONFLICT_ATTEMPTS,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -112,6 +124,7 @@ class TrainJobOperator(BaseOperator):
         self.cluster_context = cluster_context
         self.config_file = config_file
         self.in_cluster = in_cluster
+        self.conflict_attempts = validate_conflict_attempts(conflict_attempts)
 
     @cached_property
     def hook(self) -> DispatchHook:
@@ -124,7 +137,14 @@ class TrainJobOperator(BaseOperator):
 
     def adapter(self) -> DispatchAdapter:
         """The writer adapter (one client per task run: the hook's)."""
-        return self.hook.get_adapter()
+        return self.hook.get_adapter(**self.conflict_options())
+
+    def conflict_options(self) -> dict[str, Any]:
+        """The adapter's conflict options: this operator's bound, and each retry said in the task's log."""
+        return {"conflict_attempts": self.conflict_attempts, "on_conflict": self._log_conflict}
+
+    def _log_conflict(self, retry: ConflictRetry) -> None:
+        self.log.info("%s", retry.describe())
 
 
 class TrainJobHoldOperator(TrainJobOperator):
@@ -193,7 +213,11 @@ class AdmittingOperator(TrainJobOperator):
 
     def adapter(self) -> DispatchAdapter:
         """The writer adapter with this operator's settle and accepted risks (one client per task run)."""
-        return self.hook.get_adapter(settle_seconds=self.settle_seconds, accepted_risks=frozenset(self.accepted_risks))
+        return self.hook.get_adapter(
+            settle_seconds=self.settle_seconds,
+            accepted_risks=frozenset(self.accepted_risks),
+            **self.conflict_options(),
+        )
 
     # --- for subclasses ------------------------------------------------------------------------------------
 

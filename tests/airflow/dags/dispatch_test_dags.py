@@ -59,6 +59,11 @@ with _dag("dispatch_release_retry") as dispatch_release_retry:
         task_id="release", **CONF_TRAINJOB, on_pods_remaining="retry", retries=2, retry_delay=timedelta(0)
     )
 
+with _dag("dispatch_release_conflicts") as dispatch_release_conflicts:
+    TrainJobReleaseOperator(
+        task_id="release", **CONF_TRAINJOB, conflict_attempts=2, retries=1, retry_delay=timedelta(0)
+    )
+
 with _dag("dispatch_release_wait_deferrable") as dispatch_release_wait_deferrable:
     TrainJobReleaseOperator(
         task_id="release", **CONF_TRAINJOB, on_pods_remaining="wait", wait_timeout=120, **WATCH_ONLY
