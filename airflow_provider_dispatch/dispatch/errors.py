@@ -97,6 +97,11 @@ class NotFoundError(RefusedError):
     pass
 
 
+class InvalidParameterError(RefusedError):
+    """A parameter that is not usable, often a template that rendered `None` or nothing (validation.py); refused
+    before any request is made."""
+
+
 class NotManagedError(RefusedError):
     """The TrainJob lacks valid dispatch labels (or a valid admission number): dispatch does not manage it."""
 

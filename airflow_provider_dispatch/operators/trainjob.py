@@ -81,7 +81,7 @@ from airflow_provider_dispatch.dispatch.evidence import DEFAULT_SETTLE_SECONDS
 from airflow_provider_dispatch.dispatch.payloads import remaining_fingerprint
 from airflow_provider_dispatch.dispatch.policy import validate_accepted_risks
 from airflow_provider_dispatch.dispatch.sync_adapter import DispatchAdapter
-from airflow_provider_dispatch.dispatch.validation import Ref, parse_ref
+from airflow_provider_dispatch.dispatch.validation import Ref, parse_ref, rendered_nothing
 from airflow_provider_dispatch.dispatch.vocabulary import LABEL_JOB_ID, LABEL_SUBMISSION, labels_of
 from airflow_provider_dispatch.hooks.dispatch import DEFAULT_CONN_ID, DispatchHook
 from airflow_provider_dispatch.hooks.errors import airflow_errors, airflow_exception, exception_for_event
@@ -135,6 +135,11 @@ class TrainJobOperator(BaseOperator):
             in_cluster=self.in_cluster,
         )
 
+    def check_inputs(self) -> None:
+        """Validate the parameters as rendered, before the connection is used or anything is sent: a template
+        that rendered `None` or nothing is a refusal (AirflowFailException), never another meaning."""
+        raise NotImplementedError
+
     def adapter(self) -> DispatchAdapter:
         """The writer adapter (one client per task run: the hook's)."""
         return self.hook.get_adapter(**self.conflict_options())
@@ -157,7 +162,12 @@ class TrainJobHoldOperator(TrainJobOperator):
         self.namespace = namespace
         self.name = name
 
+    def check_inputs(self) -> None:
+        with airflow_errors():
+            parse_ref(f"{self.namespace}/{self.name}")
+
     def execute(self, context: Context) -> dict[str, Any]:
+        self.check_inputs()
         with airflow_errors():
             ref = parse_ref(f"{self.namespace}/{self.name}")
             execution = self.adapter().hold(ref)
@@ -237,7 +247,11 @@ class AdmittingOperator(TrainJobOperator):
 
     # --- the attempt ---------------------------------------------------------------------------------------
 
+    def check_inputs(self) -> None:
+        self.target()
+
     def execute(self, context: Context) -> dict[str, Any]:
+        self.check_inputs()
         return self.attempt(context)
 
     def attempt(self, context: Context) -> dict[str, Any]:
@@ -448,7 +462,10 @@ class TrainJobOpenOperator(AdmittingOperator):
             except yaml.YAMLError as error:
                 raise AirflowFailException(f"the TrainJob manifest is not YAML or JSON: {error}") from None
         if not isinstance(value, Mapping):
-            raise AirflowFailException("the TrainJob manifest must be a mapping (a dict, or its YAML/JSON text)")
+            raise AirflowFailException(
+                "the TrainJob manifest must be a mapping (a dict, or its YAML/JSON text), not "
+                f"{type(value).__name__}{rendered_nothing(self.manifest)}; nothing was read or written"
+            )
         return value
 
     def target(self) -> tuple[Ref, tuple[str, str] | None]:

@@ -132,6 +132,30 @@ with _dag("dispatch_drained_deferrable_measured") as dispatch_drained_deferrable
     MeasuredPodsDrainedSensor(task_id="drained", **CONF_TRAINJOB, timeout=300, **WATCH_ONLY)
 
 with _dag("dispatch_outcome_deferrable") as dispatch_outcome_deferrable:
+    TrainJobOutcomeSensor(task_id="outcome", **CONF_TRAINJOB, timeout=120, **WATCH_ONLY)
+
+with _dag("dispatch_outcome_pinned_deferrable") as dispatch_outcome_pinned_deferrable:
     TrainJobOutcomeSensor(
-        task_id="outcome", **CONF_TRAINJOB, admission="{{ dag_run.conf.get('admission') }}", timeout=120, **WATCH_ONLY
+        task_id="outcome", **CONF_TRAINJOB, admission="{{ dag_run.conf['admission'] }}", timeout=120, **WATCH_ONLY
     )
+
+# Issue 17 item 4: templates that pull an XCom of a task that does not exist render None ("None" as text);
+# each must be refused once rendered, on its first try (retries=2 unused), before anything is read or written.
+TYPO = "{{ ti.xcom_pull(task_ids='typo') }}"
+
+with _dag("dispatch_outcome_pin_typo") as dispatch_outcome_pin_typo:
+    TrainJobOutcomeSensor(task_id="outcome", **CONF_TRAINJOB, admission=TYPO, retries=2, timeout=120, **WATCH_ONLY)
+
+with _dag("dispatch_outcome_pin_typo_native", render_template_as_native_obj=True) as dispatch_outcome_pin_typo_native:
+    TrainJobOutcomeSensor(task_id="outcome", **CONF_TRAINJOB, admission=TYPO, retries=2, timeout=120, **WATCH_ONLY)
+
+with _dag("dispatch_release_name_typo") as dispatch_release_name_typo:
+    TrainJobReleaseOperator(
+        task_id="release", namespace="{{ dag_run.conf['namespace'] }}", name=TYPO, retries=2, **WATCH_ONLY
+    )
+
+with _dag("dispatch_hold_namespace_typo", render_template_as_native_obj=True) as dispatch_hold_namespace_typo:
+    TrainJobHoldOperator(task_id="hold", namespace=TYPO, name="{{ dag_run.conf['name'] }}", retries=2)
+
+with _dag("dispatch_open_manifest_typo", render_template_as_native_obj=True) as dispatch_open_manifest_typo:
+    TrainJobOpenOperator(task_id="open", manifest=TYPO, retries=2)
