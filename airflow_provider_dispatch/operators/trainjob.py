@@ -144,6 +144,10 @@ class TrainJobOperator(BaseOperator):
         """The writer adapter (one client per task run: the hook's)."""
         return self.hook.get_adapter(**self.conflict_options())
 
+    def log_cluster(self, namespace: str) -> None:
+        """Say in the task's log which cluster this task writes to, as whom, and from which connection."""
+        self.log.info("%s", self.hook.cluster_target().describe(namespace))
+
     def conflict_options(self) -> dict[str, Any]:
         """The adapter's conflict options: this operator's bound, and each retry said in the task's log."""
         return {"conflict_attempts": self.conflict_attempts, "on_conflict": self._log_conflict}
@@ -170,7 +174,9 @@ class TrainJobHoldOperator(TrainJobOperator):
         self.check_inputs()
         with airflow_errors():
             ref = parse_ref(f"{self.namespace}/{self.name}")
-            execution = self.adapter().hold(ref)
+            adapter = self.adapter()
+            self.log_cluster(ref.namespace)
+            execution = adapter.hold(ref)
         self.log.info("Held TrainJob %s (execution %s)", ref, execution.admission)
         return execution.as_dict()
 
@@ -257,6 +263,7 @@ class AdmittingOperator(TrainJobOperator):
     def attempt(self, context: Context) -> dict[str, Any]:
         """Release now, or wait (poll or defer) or raise, per `on_pods_remaining`."""
         adapter = self.adapter()
+        self.log_cluster(self.target()[0].namespace)
         observe = Backoff(OBSERVE_BACKOFF)
         observe_until = time.monotonic() + self.observe_timeout
         while True:

@@ -54,6 +54,20 @@ def _dag(dag_id: str, **kwargs: object) -> DAG:
 with _dag("dispatch_hold") as dispatch_hold:
     TrainJobHoldOperator(task_id="hold", **CONF_TRAINJOB)
 
+# Issue 17 item 5: a connection that does not exist is refused (retries unused); None asks for the ambient one
+with _dag("dispatch_hold_missing_connection") as dispatch_hold_missing_connection:
+    TrainJobHoldOperator(task_id="hold", **CONF_TRAINJOB, kubernetes_conn_id="does_not_exist", retries=2)
+
+# each run once per session: dag.test prints a task's log only on the first run of its DAG in a process
+with _dag("dispatch_hold_logged") as dispatch_hold_logged:
+    TrainJobHoldOperator(task_id="hold", **CONF_TRAINJOB)
+
+with _dag("dispatch_hold_default_connection") as dispatch_hold_default_connection:
+    TrainJobHoldOperator(task_id="hold", **CONF_TRAINJOB)
+
+with _dag("dispatch_hold_ambient") as dispatch_hold_ambient:
+    TrainJobHoldOperator(task_id="hold", **CONF_TRAINJOB, kubernetes_conn_id=None)
+
 with _dag("dispatch_release_retry") as dispatch_release_retry:
     TrainJobReleaseOperator(
         task_id="release", **CONF_TRAINJOB, on_pods_remaining="retry", retries=2, retry_delay=timedelta(0)
