@@ -10,9 +10,10 @@ points dispatch at the same connection their KubernetesPodOperator tasks use, wi
   cncf resolves it (`KubernetesHook.get_conn`), with one difference: a connection that does not exist is a
   refusal, `kubernetes_default` included (cncf falls back to the ambient configuration then); only
   `kubernetes_conn_id=None` asks for that on purpose. `get_adapter()` wraps the hook's one cached `ApiClient` in a
-  `DispatchAdapter`, and `cluster_target()` says where it points (hooks/cluster.py), for the writers' logs. `trigger_connection_kwargs()` is what a deferring task hands its trigger: the connection's
-  extras are resolved on the worker and travel in the trigger's kwargs (encrypted in the metadata database), as
-  cncf's `KubernetesPodOperator.invoke_defer_method` does (apache/airflow#41706), so a triggerer works where the
+  `DispatchAdapter`, and `cluster_target()` says where it points (hooks/cluster.py), for the writers' logs.
+  `trigger_connection_kwargs()` is what a deferring task hands its trigger: the connection's extras are resolved
+  on the worker and travel in the trigger's kwargs (encrypted in the metadata database), as cncf's
+  `KubernetesPodOperator.invoke_defer_method` does (apache/airflow#41706), so a triggerer works where the
   connection exists only in the workers' environment.
 * `AsyncDispatchHook` (the triggerer) is an `AsyncKubernetesHook` built from those kwargs. When extras are given
   it touches neither the Airflow database nor the API server to resolve them. `get_adapter()` builds one
