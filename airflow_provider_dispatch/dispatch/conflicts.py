@@ -10,7 +10,9 @@ that inside the operation spares the DAG a failed try (Airflow's default `retrie
 pods, the nodes, the hold's evidence, the settle, the fencing record), so a retry re-runs the complete check on
 the new state and never re-sends the refused write. Only `ConflictError` is retried; every other error, and
 every refusal, is raised at once. After `attempts` conflicts in a row the last one surfaces as a
-`PersistentConflictError`, still retryable (Airflow's retries, or the caller, try again later).
+`PersistentConflictError`, still retryable (Airflow's retries, or the caller, try again later); with
+`attempts=1` the `ConflictError` itself is raised, for a caller that retries on its own terms (the release and
+open operators do, so that each retry consults their record of the admission first: operators/trainjob.py).
 
 Each retry is reported (`ConflictRetry`: the attempt, the bound, what the conflict said, and the TrainJob as it
 is now, read once more for the report) to a callback the adapter gives: the adapters log it, so a task log says
@@ -75,7 +77,18 @@ def describe_state(trainjob: Mapping[str, Any]) -> str:
     return f"now at resourceVersion {version}, admission {admission}, {state}"
 
 
-def _state_after(ref: str) -> Program[str]:
+def persistent(operation: str, attempts: int, error: ConflictError) -> PersistentConflictError:
+    """What surfaces after `attempts` conflicts in a row, the last one `error`."""
+    return PersistentConflictError(
+        f"{operation} of TrainJob {error.ref or '?'} met a conflict on each of its {attempts} attempts (another "
+        f"writer keeps changing it between dispatch's read and its write); nothing was admitted or held by the "
+        f"last one. Last conflict: {error.message} Retry later; if it persists, find the other writer (the API "
+        "server's audit log names it).",
+        ref=error.ref,
+    )
+
+
+def state_after(ref: str) -> Program[str]:
     """Read the TrainJob once more for the report (never used for a decision: the next attempt reads again)."""
     try:
         target = parse_ref(ref)
@@ -101,15 +114,11 @@ def retrying(
             return (yield from start())
         except ConflictError as error:
             ref = error.ref or "?"
+            if attempts == 1:
+                raise  # one attempt asked for: the conflict itself, for a caller that retries on its own
             if attempt == attempts:
-                raise PersistentConflictError(
-                    f"{operation} of TrainJob {ref} met a conflict on each of its {attempts} attempts (another "
-                    f"writer keeps changing it between dispatch's read and its write); nothing was admitted or "
-                    f"held by the last one. Last conflict: {error.message} Retry later; if it persists, find "
-                    "the other writer (the API server's audit log names it).",
-                    ref=error.ref,
-                ) from error
-            now = yield from _state_after(ref)
+                raise persistent(operation, attempts, error) from error
+            now = yield from state_after(ref)
             report(ConflictRetry(operation, ref, attempt, attempts, error.message, now))
     raise AssertionError("unreachable: the last attempt returns or raises")  # pragma: no cover
 
@@ -119,6 +128,8 @@ __all__ = [
     "MAX_CONFLICT_ATTEMPTS",
     "ConflictRetry",
     "describe_state",
+    "persistent",
     "retrying",
+    "state_after",
     "validate_conflict_attempts",
 ]

@@ -34,7 +34,9 @@ with an accepted risk is logged with it.
 
 A conflict (409: Trainer wrote the TrainJob between dispatch's read and its write) re-runs the whole operation
 from its first read inside the try, up to `conflict_attempts` times, each retry logged (dispatch/conflicts.py); a
-conflict on every attempt raises the retryable `PersistentConflictError`.
+conflict on every attempt raises the retryable `PersistentConflictError`. Release and open retry here rather than
+in the adapter, so that each retry consults the record of the admission first (below): a PUT re-sent after a lost
+answer is refused with 409, and the retry then returns the execution it admitted instead of checking again.
 
 Errors map in one place (`hooks.errors`): unreachable (including pods remaining) -> AirflowException, retried;
 refused (not found, not managed, invalid name, forbidden, finished, spec rejected) -> AirflowFailException.
@@ -67,9 +69,12 @@ from airflow_provider_dispatch.dispatch.assessment import Execution, ManagedObje
 from airflow_provider_dispatch.dispatch.conflicts import (
     DEFAULT_CONFLICT_ATTEMPTS,
     ConflictRetry,
+    persistent,
+    state_after,
     validate_conflict_attempts,
 )
 from airflow_provider_dispatch.dispatch.errors import (
+    ConflictError,
     DispatchError,
     HoldSettlingError,
     NotFoundError,
@@ -229,10 +234,9 @@ class AdmittingOperator(TrainJobOperator):
 
     def adapter(self) -> DispatchAdapter:
         """The writer adapter with this operator's settle and accepted risks (one client per task run)."""
+        # conflicts are retried here, not in the adapter: each retry consults the record of the admission first
         return self.hook.get_adapter(
-            settle_seconds=self.settle_seconds,
-            accepted_risks=frozenset(self.accepted_risks),
-            **self.conflict_options(),
+            settle_seconds=self.settle_seconds, accepted_risks=frozenset(self.accepted_risks), conflict_attempts=1
         )
 
     # --- for subclasses ------------------------------------------------------------------------------------
@@ -266,9 +270,21 @@ class AdmittingOperator(TrainJobOperator):
         self.log_cluster(self.target()[0].namespace)
         observe = Backoff(OBSERVE_BACKOFF)
         observe_until = time.monotonic() + self.observe_timeout
+        conflicts = 0
         while True:
             try:
                 execution = self._admit_once(context, adapter)
+            except ConflictError as error:
+                # the whole attempt again, from the record and the first read (dispatch/conflicts.py)
+                conflicts += 1
+                operation = "open" if isinstance(self, TrainJobOpenOperator) else "release"
+                if conflicts >= self.conflict_attempts:
+                    raise airflow_exception(persistent(operation, self.conflict_attempts, error)) from error
+                now = adapter.run(state_after(str(error.ref)))
+                self._log_conflict(
+                    ConflictRetry(operation, str(error.ref), conflicts, self.conflict_attempts, error.message, now)
+                )
+                continue
             except HoldSettlingError as error:
                 if self.on_pods_remaining == "retry":
                     raise airflow_exception(error) from error

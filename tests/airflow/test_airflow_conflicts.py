@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterator
 import pytest
 from airflow_lab import AirflowLab, RunDag
 from dispatch_lab.cluster import Cluster
-from dispatch_lab.writers import StatusWriter, is_trainjob_put
+from dispatch_lab.writers import StatusWriter, StatusWriters
 
 from airflow_provider_dispatch.dispatch import vocabulary as v
 from airflow_provider_dispatch.operators.trainjob import TrainJobReleaseOperator
@@ -22,17 +22,9 @@ MakeWriter = Callable[[int | None], StatusWriter]
 
 @pytest.fixture
 def status_writer(airflow_lab: AirflowLab, cluster: Cluster) -> Iterator[MakeWriter]:
-    made: list[StatusWriter] = []
-
-    def make(times: int | None) -> StatusWriter:
-        writer = StatusWriter(airflow_lab.lab.inner.context(), cluster.namespace, "ft-7", times)
-        airflow_lab.hooks.add(writer.hook, when=is_trainjob_put)
-        made.append(writer)
-        return writer
-
-    yield make
-    for writer in made:
-        airflow_lab.lab.run(writer.close)
+    writers = StatusWriters(airflow_lab.lab, airflow_lab.hooks.add, cluster.namespace)
+    yield writers
+    writers.close()
 
 
 def worker_puts(airflow_lab: AirflowLab, mark: int) -> list[object]:

@@ -73,6 +73,13 @@ def test_conflicts_are_retried_with_a_report_each_until_one_attempt_succeeds() -
     assert reports[0].describe().startswith(f"release of TrainJob {ref}: conflict on attempt 1 of 3 (first)")
 
 
+def test_one_attempt_raises_the_conflict_itself() -> None:
+    error = ConflictError("only", ref=f"{NS}/{NAME}")
+    with pytest.raises(ConflictError) as raised:
+        drive(retrying("release", failing_then([error], "done"), attempts=1, report=lambda r: None), answer)
+    assert raised.value is error
+
+
 def test_a_conflict_on_the_last_attempt_surfaces_as_persistent_and_retryable() -> None:
     ref = f"{NS}/{NAME}"
     errors: list[DispatchError] = [ConflictError(f"c{n}", ref=ref) for n in range(2)]

@@ -19,7 +19,7 @@ from airflow_provider_dispatch.lab.faults import FaultRule
 
 from .cluster import Cluster
 from .conftest import DispatchLab, MakeAdapter
-from .writers import StatusWriter, is_trainjob_put
+from .writers import StatusWriter, StatusWriters
 
 LOGGER = "airflow_provider_dispatch.dispatch.operations"
 MakeWriter = Callable[..., StatusWriter]
@@ -28,17 +28,9 @@ MakeWriter = Callable[..., StatusWriter]
 @pytest.fixture
 def status_writer(dispatch_lab: DispatchLab, cluster: Cluster) -> Iterator[MakeWriter]:
     """`status_writer(times)`: Trainer writes TrainJob ft-7's status before each of dispatch's first `times` PUTs."""
-    made: list[StatusWriter] = []
-
-    def make(times: int | None) -> StatusWriter:
-        writer = StatusWriter(dispatch_lab.lab.inner.context(), cluster.namespace, "ft-7", times)
-        dispatch_lab.hooks.add(writer.hook, when=is_trainjob_put)
-        made.append(writer)
-        return writer
-
-    yield make
-    for writer in made:
-        dispatch_lab.lab.run(writer.close)  # its client lives on the lab's loop
+    writers = StatusWriters(dispatch_lab.lab, dispatch_lab.hooks.add, cluster.namespace)
+    yield writers
+    writers.close()
 
 
 def put_statuses(dispatch_lab: DispatchLab, mark: int) -> list[str]:
@@ -137,13 +129,14 @@ async def test_a_status_write_before_the_hold_is_retried_and_holds(
 async def test_one_attempt_keeps_the_conflict_for_the_caller(
     make_adapter: MakeAdapter, kind: str, cluster: Cluster, dispatch_lab: DispatchLab
 ) -> None:
-    """`conflict_attempts=1`: the first conflict is raised as before (retryable); the next call admits."""
+    """`conflict_attempts=1`: the first conflict is raised itself (retryable); the next call admits."""
     cluster.held_after_execution("ft-7", runtime=cluster.runtime(), admission=1)
     adapter = await make_adapter(kind, conflict_attempts=1)
     dispatch_lab.hooks.faults(
         FaultRule("409", verbs=frozenset({"update"}), resources=frozenset({"trainjobs"}), count=1)
     )
-    with pytest.raises(ConflictError, match="met a conflict on each of its 1 attempts"):
+    with pytest.raises(ConflictError, match="Nothing was admitted") as raised:
         await adapter.release(f"{cluster.namespace}/ft-7")
+    assert not isinstance(raised.value, PersistentConflictError)  # the conflict itself, for the caller to retry
     assert cluster.trainjob_object("ft-7")["metadata"]["annotations"][v.ANNOTATION_ADMISSION] == "1"
     assert await adapter.release(f"{cluster.namespace}/ft-7") == Execution("ft-7", "1", 2)

@@ -18,6 +18,7 @@ from aiohttp import web
 from airflow_provider_dispatch.lab.client import LabClient
 from airflow_provider_dispatch.lab.cluster import ClusterContext
 from airflow_provider_dispatch.lab.kinds import TRAINJOB
+from airflow_provider_dispatch.lab.runtime import Lab
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -52,6 +53,27 @@ class StatusWriter:
     async def close(self) -> None:
         if self._client is not None:
             await self._client.close()
+
+
+@dataclass
+class StatusWriters:
+    """`writers(times)`: a `StatusWriter` for TrainJob ft-7 of `namespace`, hooked on dispatch's TrainJob PUTs
+    through `add` (a lab `Hooks.add`); `close()` closes them all on the lab's loop, where their clients live."""
+
+    lab: Lab
+    add: Callable[..., None]
+    namespace: str
+    made: list[StatusWriter] = field(default_factory=list)
+
+    def __call__(self, times: int | None) -> StatusWriter:
+        writer = StatusWriter(self.lab.inner.context(), self.namespace, "ft-7", times)
+        self.add(writer.hook, when=is_trainjob_put)
+        self.made.append(writer)
+        return writer
+
+    def close(self) -> None:
+        for writer in self.made:
+            self.lab.run(writer.close)
 
 
 def _job_status(active: int) -> dict[str, object]:
