@@ -37,11 +37,13 @@ import kubernetes_asyncio
 from kubernetes_asyncio.config.kube_config import KUBE_CONFIG_DEFAULT_LOCATION, KubeConfigLoader, KubeConfigMerger
 
 from airflow_provider_dispatch.dispatch.assessment import DrainReport, Execution, Status
+from airflow_provider_dispatch.dispatch.conflicts import DEFAULT_CONFLICT_ATTEMPTS, ConflictRetry
 from airflow_provider_dispatch.dispatch.errors import RefusedError
 from airflow_provider_dispatch.dispatch.evidence import DEFAULT_SETTLE_SECONDS
 from airflow_provider_dispatch.dispatch.operations import (
     Operations,
     log_accepted_risks,
+    log_conflict_retry,
     manifest_ref,
     read_only_refusal,
     utc_now,
@@ -100,10 +102,20 @@ class AsyncDispatchAdapter:
         clock: Callable[[], datetime] = utc_now,
         settle_seconds: float = DEFAULT_SETTLE_SECONDS,
         accepted_risks: Collection[str] = frozenset(),
+        conflict_attempts: int = DEFAULT_CONFLICT_ATTEMPTS,
+        on_conflict: Callable[[ConflictRetry], None] = log_conflict_retry,
         owns_client: bool = False,
     ) -> None:
         self.operations = Operations(
-            read_only, pod_read, page_size, request_timeout, clock, settle_seconds, frozenset(accepted_risks)
+            read_only,
+            pod_read,
+            page_size,
+            request_timeout,
+            clock,
+            settle_seconds,
+            frozenset(accepted_risks),
+            conflict_attempts,
+            on_conflict,
         )
         self.api_client = api_client
         self._owns_client = owns_client

@@ -2,8 +2,9 @@
 
 Two families, because the caller must know whether waiting can help:
 
-* `UnreachableError`: a failed call to retry (API unreachable, 5xx, 429, timeout, conflict, expired
-  resourceVersion, suspension not yet observed) and `PodsRemainError`, the drain check's "not yet".
+* `UnreachableError`: a failed call to retry (API unreachable, 5xx, 429, timeout, a conflict that persisted
+  through the operation's own attempts (conflicts.py), expired resourceVersion, suspension not yet
+  observed) and `PodsRemainError`, the drain check's "not yet".
 * `RefusedError`: retrying the same call cannot succeed (not found, not managed by dispatch, invalid name,
   forbidden, spec rejected, already exists as another object, finished).
 
@@ -57,6 +58,11 @@ class ConflictError(UnreachableError):
     """409: the object changed between the read that was checked and the conditional write; check again."""
 
 
+class PersistentConflictError(ConflictError):
+    """Every attempt of an operation met a conflict (conflicts.py): another writer keeps changing the object
+    between dispatch's read and its write. Nothing was admitted or held by the last attempt; retry later."""
+
+
 class SuspensionNotObservedError(UnreachableError):
     """Held, but Trainer/JobSet have not observed it yet: Jobs may still create pods (DESIGN §3.1)."""
 
@@ -89,6 +95,11 @@ class RefusedError(DispatchError):
 
 class NotFoundError(RefusedError):
     pass
+
+
+class InvalidParameterError(RefusedError):
+    """A parameter that is not usable, often a template that rendered `None` or nothing (validation.py); refused
+    before any request is made."""
 
 
 class NotManagedError(RefusedError):

@@ -4,7 +4,8 @@
 refusals, differing only in how a request is carried out. So the mapping from an operation to its program lives
 here once: each method returns the program of `programs.py` to run, with the adapter's pod read strategy, page
 size and clock applied. A read-only adapter's write operations raise `ForbiddenError` here, when the program is
-asked for, so nothing at all is sent.
+asked for, so nothing at all is sent. Hold, release and open re-run from their first read when they meet a
+conflict, up to `conflict_attempts` times (conflicts.py), and each such retry is logged.
 """
 
 from __future__ import annotations
@@ -17,6 +18,12 @@ from typing import Any
 
 from airflow_provider_dispatch.dispatch import programs
 from airflow_provider_dispatch.dispatch.assessment import DrainReport, Execution, Status
+from airflow_provider_dispatch.dispatch.conflicts import (
+    DEFAULT_CONFLICT_ATTEMPTS,
+    ConflictRetry,
+    retrying,
+    validate_conflict_attempts,
+)
 from airflow_provider_dispatch.dispatch.errors import ForbiddenError
 from airflow_provider_dispatch.dispatch.evidence import DEFAULT_SETTLE_SECONDS
 from airflow_provider_dispatch.dispatch.policy import validate_accepted_risks
@@ -24,9 +31,16 @@ from airflow_provider_dispatch.dispatch.programs import DEFAULT_PAGE_SIZE, DEFAU
 from airflow_provider_dispatch.dispatch.transport import DEFAULT_TIMEOUT
 from airflow_provider_dispatch.dispatch.validation import Ref
 
+logger = logging.getLogger(__name__)
+
 
 def utc_now() -> datetime:
     return datetime.now(UTC)
+
+
+def log_conflict_retry(retry: ConflictRetry) -> None:
+    """The adapters' report of a conflict that is retried (an Airflow task's log shows it)."""
+    logger.info("%s", retry.describe())
 
 
 def read_only_refusal(operation: str, ref: object = None) -> ForbiddenError:
@@ -54,9 +68,14 @@ class Operations:
     `--request-timeout` lowered too."""
     accepted_risks: Collection[str] = field(default_factory=frozenset)
     """Runtime risks (policy.py) accepted by name: such runtimes are admitted, and the risk is logged."""
+    conflict_attempts: int = DEFAULT_CONFLICT_ATTEMPTS
+    """Attempts of hold, release and open when they meet a conflict, the first included (1 to 20; conflicts.py)."""
+    on_conflict: Callable[[ConflictRetry], None] = log_conflict_retry
+    """Told of every conflict that is retried."""
 
     def __post_init__(self) -> None:
         """Refuse options that would make every call fail, with a clear error when the adapter is built."""
+        validate_conflict_attempts(self.conflict_attempts)
         object.__setattr__(self, "accepted_risks", validate_accepted_risks(self.accepted_risks))
         settle = self.settle_seconds
         if isinstance(settle, bool) or not isinstance(settle, int | float) or not 0 <= settle <= 3600:
@@ -82,19 +101,22 @@ class Operations:
         if self.read_only:
             raise read_only_refusal(operation, ref)
 
+    def _retrying(self, operation: str, start: Callable[[], Program[Execution]]) -> Program[Execution]:
+        return retrying(operation, start, attempts=self.conflict_attempts, report=self.on_conflict)
+
     def hold(self, ref: str | Ref) -> Program[Execution]:
         self._writer("hold", ref)
-        return programs.hold(ref, pod_read=self.pod_read, page_size=self.page_size)
+        return self._retrying("hold", lambda: programs.hold(ref, pod_read=self.pod_read, page_size=self.page_size))
 
     def release(self, ref: str | Ref, *, now: datetime | None = None) -> Program[Execution]:
         self._writer("release", ref)
-        return programs.release(ref, now=self._now(now), **self._admitting())
+        return self._retrying("release", lambda: programs.release(ref, now=self._now(now), **self._admitting()))
 
     def open(
         self, manifest: Mapping[str, Any], *, ref: str | Ref | None = None, now: datetime | None = None
     ) -> Program[Execution]:
         self._writer("open", ref if ref is not None else manifest_ref(manifest))
-        return programs.open(manifest, ref=ref, now=self._now(now), **self._admitting())
+        return self._retrying("open", lambda: programs.open(manifest, ref=ref, now=self._now(now), **self._admitting()))
 
     def kueue_admit(self, ref: str | Ref, *, admission_key: str, now: datetime | None = None) -> Program[Execution]:
         self._writer("admit", ref)
@@ -153,4 +175,4 @@ def manifest_ref(manifest: object) -> str | None:
     return f"{namespace}/{name}" if isinstance(name, str) and isinstance(namespace, str) else None
 
 
-__all__ = ["Operations", "log_accepted_risks", "manifest_ref", "read_only_refusal", "utc_now"]
+__all__ = ["Operations", "log_accepted_risks", "log_conflict_retry", "manifest_ref", "read_only_refusal", "utc_now"]

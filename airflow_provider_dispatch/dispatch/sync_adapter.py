@@ -33,10 +33,12 @@ import urllib3
 from kubernetes.client.exceptions import ApiException
 
 from airflow_provider_dispatch.dispatch.assessment import DrainReport, Execution, Status
+from airflow_provider_dispatch.dispatch.conflicts import DEFAULT_CONFLICT_ATTEMPTS, ConflictRetry
 from airflow_provider_dispatch.dispatch.evidence import DEFAULT_SETTLE_SECONDS
 from airflow_provider_dispatch.dispatch.operations import (
     Operations,
     log_accepted_risks,
+    log_conflict_retry,
     manifest_ref,
     read_only_refusal,
     utc_now,
@@ -82,7 +84,10 @@ class DispatchAdapter:
     a grace period's deadline is) when a call does not pass one. `settle_seconds` is how long a hold settles
     before an admission (evidence.py; 90 s by default), and `accepted_risks` names the runtime risks a platform
     team accepts (policy.py: `pod-replacement`, `jobset-restart`): such runtimes are then admitted, and every
-    admission of one is logged with the risk.
+    admission of one is logged with the risk. `conflict_attempts` (5 by default, 1 to 20) is how many times
+    hold, release and open run from their first read when they meet a conflict (409, or the execution changed
+    while the pods were read; conflicts.py): each retry is told to `on_conflict` (by default logged), and a
+    conflict on every attempt raises `PersistentConflictError` (retryable).
     """
 
     def __init__(
@@ -96,10 +101,20 @@ class DispatchAdapter:
         clock: Callable[[], datetime] = utc_now,
         settle_seconds: float = DEFAULT_SETTLE_SECONDS,
         accepted_risks: Collection[str] = frozenset(),
+        conflict_attempts: int = DEFAULT_CONFLICT_ATTEMPTS,
+        on_conflict: Callable[[ConflictRetry], None] = log_conflict_retry,
         owns_client: bool = False,
     ) -> None:
         self.operations = Operations(
-            read_only, pod_read, page_size, request_timeout, clock, settle_seconds, frozenset(accepted_risks)
+            read_only,
+            pod_read,
+            page_size,
+            request_timeout,
+            clock,
+            settle_seconds,
+            frozenset(accepted_risks),
+            conflict_attempts,
+            on_conflict,
         )
         self.api_client = api_client
         self._owns_client = owns_client

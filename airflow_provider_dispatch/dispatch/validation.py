@@ -13,6 +13,12 @@ path. Each check is the apiserver's own grammar, so anything refused here could 
 
 Every refusal is an `InvalidNameError` that says what is allowed. Matching uses `re.fullmatch`, so a trailing
 newline cannot slip through as `$` would allow.
+
+Operator and sensor parameters are often Jinja templates, checked only once rendered: a template that pulls
+nothing renders `None` (native rendering) or the text `"None"` or `""`. Such a value is refused like any other
+invalid one, and the message says it looks like a template that rendered nothing (`rendered_nothing`), so a
+typo in a `task_ids` never turns into a silently different meaning (issue 17 item 4). Numbers that may be
+templated are read by `rendered_integer`: an int, or its decimal text, within bounds (`InvalidParameterError`).
 """
 
 from __future__ import annotations
@@ -21,27 +27,42 @@ import re
 from dataclasses import dataclass
 from typing import Final
 
-from airflow_provider_dispatch.dispatch.errors import InvalidNameError
+from airflow_provider_dispatch.dispatch.errors import InvalidNameError, InvalidParameterError
 
 _RFC1035_LABEL: Final = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")
 _RFC1123_LABEL: Final = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 _RFC1123_SUBDOMAIN: Final = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 _LABEL_VALUE: Final = re.compile(r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?")
 _ADMISSION_NUMBER: Final = re.compile(r"0|[1-9][0-9]{0,17}")
+_DECIMAL: Final = re.compile(r"[+-]?[0-9]{1,18}")
+#: what a template that pulled nothing renders to: None natively, else its text, or nothing at all
+_NOTHING: Final = frozenset({"", "None", "null"})
 
 LABEL_MAX: Final = 63
 SUBDOMAIN_MAX: Final = 253
 
 
+def rendered_nothing(value: object) -> str:
+    """The hint a message adds when `value` is what a template that pulled nothing renders to, else ""."""
+    if value is None or (isinstance(value, str) and value.strip() in _NOTHING):
+        return (
+            f" ({value!r} is what a template renders when it pulls nothing, e.g. an XCom of a task id that does not "
+            "exist: check the template)"
+        )
+    return ""
+
+
 def _check(value: object, pattern: re.Pattern[str], limit: int, what: str, allowed: str, ref: str | None) -> str:
     if not isinstance(value, str):
-        raise InvalidNameError(f"{what} must be a string, not {type(value).__name__}; {allowed}", ref=ref)
+        raise InvalidNameError(
+            f"{what} must be a string, not {type(value).__name__}{rendered_nothing(value)}; {allowed}", ref=ref
+        )
     if not value:
-        raise InvalidNameError(f"{what} is empty; {allowed}", ref=ref)
+        raise InvalidNameError(f"{what} is empty{rendered_nothing(value)}; {allowed}", ref=ref)
     if len(value) > limit:
         raise InvalidNameError(f"{what} {value[:80]!r} is {len(value)} characters long; {allowed}", ref=ref)
     if pattern.fullmatch(value) is None:
-        raise InvalidNameError(f"{what} {value[:80]!r} is not allowed; {allowed}", ref=ref)
+        raise InvalidNameError(f"{what} {value[:80]!r} is not allowed{rendered_nothing(value)}; {allowed}", ref=ref)
     return value
 
 
@@ -121,6 +142,26 @@ def parse_admission_number(value: object, *, ref: str | None = None) -> int:
         "without sign or leading zeros",
         ref=ref,
     )
+
+
+def rendered_integer(
+    value: object, what: str, *, minimum: int, maximum: int | None = None, ref: str | None = None
+) -> int:
+    """A number parameter as rendered: an int (not a bool), or its decimal text, from `minimum` to `maximum`."""
+    number: int | None = None
+    if isinstance(value, int) and not isinstance(value, bool):
+        number = value
+    elif isinstance(value, str) and _DECIMAL.fullmatch(value.strip()):
+        number = int(value.strip())
+    within = number is not None and number >= minimum and (maximum is None or number <= maximum)
+    if number is None or not within:
+        bounds = f"from {minimum} to {maximum}" if maximum is not None else f"of at least {minimum}"
+        shown = str(value)[:80] if isinstance(value, str) else value
+        raise InvalidParameterError(
+            f"{what} must be an integer {bounds}, not {shown!r}{rendered_nothing(value)}; nothing was read or written",
+            ref=ref,
+        )
+    return number
 
 
 @dataclass(frozen=True)

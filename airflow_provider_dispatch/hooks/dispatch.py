@@ -7,10 +7,13 @@ points dispatch at the same connection their KubernetesPodOperator tasks use, wi
 `extra__kubernetes__` prefixes).
 
 * `DispatchHook` (workers: operators and sensors) is a `KubernetesHook`: the connection is resolved exactly as
-  cncf resolves it (`KubernetesHook.get_conn`), and `get_adapter()` wraps the hook's one cached `ApiClient` in a
-  `DispatchAdapter`. `trigger_connection_kwargs()` is what a deferring task hands its trigger: the connection's
-  extras are resolved on the worker and travel in the trigger's kwargs (encrypted in the metadata database), as
-  cncf's `KubernetesPodOperator.invoke_defer_method` does (apache/airflow#41706), so a triggerer works where the
+  cncf resolves it (`KubernetesHook.get_conn`), with one difference: a connection that does not exist is a
+  refusal, `kubernetes_default` included (cncf falls back to the ambient configuration then); only
+  `kubernetes_conn_id=None` asks for that on purpose. `get_adapter()` wraps the hook's one cached `ApiClient` in a
+  `DispatchAdapter`, and `cluster_target()` says where it points (hooks/cluster.py), for the writers' logs.
+  `trigger_connection_kwargs()` is what a deferring task hands its trigger: the connection's extras are resolved
+  on the worker and travel in the trigger's kwargs (encrypted in the metadata database), as cncf's
+  `KubernetesPodOperator.invoke_defer_method` does (apache/airflow#41706), so a triggerer works where the
   connection exists only in the workers' environment.
 * `AsyncDispatchHook` (the triggerer) is an `AsyncKubernetesHook` built from those kwargs. When extras are given
   it touches neither the Airflow database nor the API server to resolve them. `get_adapter()` builds one
@@ -30,7 +33,9 @@ from typing import Any, Final
 import kubernetes_asyncio
 import yaml
 from airflow.providers.cncf.kubernetes.hooks.kubernetes import AsyncKubernetesHook, KubernetesHook
-from airflow.sdk.exceptions import AirflowNotFoundException
+from airflow.sdk import BaseHook, Connection
+from airflow.sdk.exceptions import AirflowFailException, AirflowNotFoundException
+from kubernetes.config import kube_config as sync_kube_config
 from kubernetes_asyncio.config.kube_config import KUBE_CONFIG_DEFAULT_LOCATION, KubeConfigLoader, KubeConfigMerger
 
 from airflow_provider_dispatch import __version__
@@ -38,6 +43,7 @@ from airflow_provider_dispatch.dispatch.async_adapter import AsyncDispatchAdapte
 from airflow_provider_dispatch.dispatch.errors import RefusedError
 from airflow_provider_dispatch.dispatch.sync_adapter import DispatchAdapter
 from airflow_provider_dispatch.dispatch.transport import kubeconfig_refusal
+from airflow_provider_dispatch.hooks.cluster import ClusterTarget, kubeconfig_names
 
 DEFAULT_CONN_ID: Final = "kubernetes_default"
 #: the User-Agent of dispatch's clients, so that API server audit logs tell a worker's calls from a triggerer's
@@ -59,9 +65,10 @@ def _flag(value: object) -> bool | None:
 class DispatchHook(KubernetesHook):
     """The sync dispatch adapter for operators and sensors, on a cncf-kubernetes `kubernetes` connection.
 
-    :param kubernetes_conn_id: the `kubernetes` connection; a missing `kubernetes_default` means in-cluster
-        configuration, else `~/.kube/config` (cncf's rule). None uses that default configuration without any
-        connection.
+    :param kubernetes_conn_id: the `kubernetes` connection. A connection that does not exist is a refusal
+        (AirflowFailException), `kubernetes_default` included: cncf's hook would fall back to the in-cluster
+        configuration or `$KUBECONFIG` / `~/.kube/config` then, and dispatch never writes to a cluster nobody
+        named. None asks for that ambient configuration explicitly, without any connection (cncf's convention).
     :param cluster_context: the kubeconfig context; overrides the connection's `cluster_context` extra.
     :param config_file: a kubeconfig path; overrides the connection's `kube_config_path` extra.
     :param in_cluster: use the pod's service account; overrides the connection's `in_cluster` extra.
@@ -87,6 +94,45 @@ class DispatchHook(KubernetesHook):
             in_cluster=in_cluster,
         )
 
+    @classmethod
+    def get_connection(cls, conn_id: str) -> Connection:  # type: ignore[override]
+        """The connection, or a refusal when it does not exist (no fall back for `kubernetes_default`)."""
+        try:
+            return BaseHook.get_connection(conn_id)
+        except AirflowNotFoundException:
+            raise AirflowFailException(
+                f"The connection {conn_id!r} does not exist, so dispatch does not know which cluster to act on; "
+                "nothing was sent. Create it (a connection of type kubernetes, e.g. with the extra "
+                "kube_config_path or in_cluster), or pass kubernetes_conn_id=None to use the ambient configuration "
+                "(in-cluster, else $KUBECONFIG or ~/.kube/config) on purpose."
+            ) from None
+
+    def extra(self, name: str) -> Any:
+        """One connection extra (plain or `extra__kubernetes__`-prefixed), as cncf's hook reads it."""
+        return self._get_field(name)  # type: ignore[no-untyped-call]
+
+    def cluster_target(self) -> ClusterTarget:
+        """Where this hook's client points (API server, context, user) and which setting chose it."""
+        server = str(self.api_client.configuration.host)
+        origin = f"connection {self.conn_id}" if self.conn_id else "no connection (kubernetes_conn_id=None)"
+        if self.is_in_cluster:
+            return ClusterTarget(server, f"{origin}: the in-cluster configuration", user="the pod's service account")
+        context = _first(self.cluster_context, self.extra("cluster_context")) or None
+        path = _first(self.config_file, self.extra("kube_config_path"))
+        inline = self.extra("kube_config")
+        if path:
+            config, source = _merged_kubeconfig(str(path)), f"{origin} (kube_config_path {path})"
+        elif inline:
+            config, source = _parse_inline(inline), f"{origin} (its inline kube_config)"
+        elif self.config_dict:
+            config, source = self.config_dict, f"{origin} (a kubeconfig given as a dict)"
+        else:
+            location = sync_kube_config.KUBE_CONFIG_DEFAULT_LOCATION  # $KUBECONFIG when the worker started
+            config = _merged_kubeconfig(location)
+            source = f"{origin}: the ambient kubeconfig {location} (the connection names no configuration)"
+        found_context, user = kubeconfig_names(config, context)
+        return ClusterTarget(server, source, context=found_context, user=user)
+
     @cached_property
     def _adapters(self) -> dict[tuple[bool, tuple[tuple[str, Any], ...]], DispatchAdapter]:
         return {}
@@ -109,19 +155,11 @@ class DispatchHook(KubernetesHook):
     def trigger_connection_kwargs(self) -> dict[str, Any]:
         """What a trigger needs to reach the same cluster from the triggerer, as JSON-serializable kwargs.
 
-        `connection_extras` is the connection's `extra_dejson` resolved here on the worker (None when the
-        connection cannot be found: the triggerer then looks it up in its own environment). The dict's keys are
+        `connection_extras` is the connection's `extra_dejson` resolved here on the worker (None without a
+        connection, `kubernetes_conn_id=None`; a connection that does not exist is refused). The dict's keys are
         `CONNECTION_KWARGS`; pass it to a trigger as `**kwargs`, and the trigger passes it to `AsyncDispatchHook`.
         """
-        extras: dict[str, Any] | None = None
-        if self.conn_id:
-            try:
-                extras = dict(self.get_connection(self.conn_id).extra_dejson)
-            except AirflowNotFoundException:
-                self.log.warning(
-                    "Connection %s was not found on the worker; the triggerer will look it up in its own environment.",
-                    self.conn_id,
-                )
+        extras = dict(self.conn_extras) if self.conn_id else None  # a missing connection was refused before
         return {
             "kubernetes_conn_id": self.conn_id,
             "connection_extras": extras,
@@ -246,6 +284,20 @@ class AsyncDispatchHook(AsyncKubernetesHook):
 def _first(*values: Any) -> Any:
     """The first value that is not None (cncf's `_coalesce_param`: constructor arguments beat extras)."""
     return next((value for value in values if value is not None), None)
+
+
+def _merged_kubeconfig(paths: str) -> Mapping[str, Any] | None:
+    """The kubeconfig the client loaded from `paths` (one path or a `$KUBECONFIG` list), for its names only."""
+    try:
+        merged = sync_kube_config.KubeConfigMerger(paths).config
+    except Exception:
+        return None
+    value = getattr(merged, "value", None)
+    if not isinstance(value, Mapping):
+        return None
+    contexts = value.get("contexts")  # the merger wraps each entry of a merged list in a ConfigNode
+    unwrapped = [getattr(entry, "value", entry) for entry in contexts] if isinstance(contexts, list) else []
+    return {"current-context": value.get("current-context"), "contexts": unwrapped}
 
 
 def _parse_inline(text: object) -> Any:

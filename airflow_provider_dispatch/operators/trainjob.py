@@ -32,6 +32,12 @@ raised as retryable with `"retry"`.
 `pod-replacement`, `jobset-restart`; dispatch/policy.py) are the adapter's options; every admission of a runtime
 with an accepted risk is logged with it.
 
+A conflict (409: Trainer wrote the TrainJob between dispatch's read and its write) re-runs the whole operation
+from its first read inside the try, up to `conflict_attempts` times, each retry logged (dispatch/conflicts.py); a
+conflict on every attempt raises the retryable `PersistentConflictError`. Release and open retry here rather than
+in the adapter, so that each retry consults the record of the admission first (below): a PUT re-sent after a lost
+answer is refused with 409, and the retry then returns the execution it admitted instead of checking again.
+
 Errors map in one place (`hooks.errors`): unreachable (including pods remaining) -> AirflowException, retried;
 refused (not found, not managed, invalid name, forbidden, finished, spec rejected) -> AirflowFailException.
 
@@ -60,7 +66,15 @@ from airflow.sdk.exceptions import AirflowException, AirflowFailException
 from airflow_provider_dispatch.backoff import Backoff, BackoffSchedule
 from airflow_provider_dispatch.dispatch import programs
 from airflow_provider_dispatch.dispatch.assessment import Execution, ManagedObject, Mode, is_held, managed
+from airflow_provider_dispatch.dispatch.conflicts import (
+    DEFAULT_CONFLICT_ATTEMPTS,
+    ConflictRetry,
+    persistent,
+    state_after,
+    validate_conflict_attempts,
+)
 from airflow_provider_dispatch.dispatch.errors import (
+    ConflictError,
     DispatchError,
     HoldSettlingError,
     NotFoundError,
@@ -72,7 +86,7 @@ from airflow_provider_dispatch.dispatch.evidence import DEFAULT_SETTLE_SECONDS
 from airflow_provider_dispatch.dispatch.payloads import remaining_fingerprint
 from airflow_provider_dispatch.dispatch.policy import validate_accepted_risks
 from airflow_provider_dispatch.dispatch.sync_adapter import DispatchAdapter
-from airflow_provider_dispatch.dispatch.validation import Ref, parse_ref
+from airflow_provider_dispatch.dispatch.validation import Ref, parse_ref, rendered_nothing
 from airflow_provider_dispatch.dispatch.vocabulary import LABEL_JOB_ID, LABEL_SUBMISSION, labels_of
 from airflow_provider_dispatch.hooks.dispatch import DEFAULT_CONN_ID, DispatchHook
 from airflow_provider_dispatch.hooks.errors import airflow_errors, airflow_exception, exception_for_event
@@ -94,6 +108,8 @@ class TrainJobOperator(BaseOperator):
     :param cluster_context: overrides the connection's `cluster_context` extra.
     :param config_file: a kubeconfig path; overrides the connection's `kube_config_path` extra.
     :param in_cluster: overrides the connection's `in_cluster` extra.
+    :param conflict_attempts: how many times the operation runs from its first read when it meets a conflict
+        (Trainer writing the TrainJob between dispatch's read and write), 1 to 20 (dispatch/conflicts.py).
     """
 
     ui_color = "#dfe9f7"
@@ -105,6 +121,7 @@ class TrainJobOperator(BaseOperator):
         cluster_context: str | None = None,
         config_file: str | None = None,
         in_cluster: bool | None = None,
+        conflict_attempts: int = DEFAULT_CONFLICT_ATTEMPTS,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -112,6 +129,7 @@ class TrainJobOperator(BaseOperator):
         self.cluster_context = cluster_context
         self.config_file = config_file
         self.in_cluster = in_cluster
+        self.conflict_attempts = validate_conflict_attempts(conflict_attempts)
 
     @cached_property
     def hook(self) -> DispatchHook:
@@ -122,9 +140,25 @@ class TrainJobOperator(BaseOperator):
             in_cluster=self.in_cluster,
         )
 
+    def check_inputs(self) -> None:
+        """Validate the parameters as rendered, before the connection is used or anything is sent: a template
+        that rendered `None` or nothing is a refusal (AirflowFailException), never another meaning."""
+        raise NotImplementedError
+
     def adapter(self) -> DispatchAdapter:
         """The writer adapter (one client per task run: the hook's)."""
-        return self.hook.get_adapter()
+        return self.hook.get_adapter(**self.conflict_options())
+
+    def log_cluster(self, namespace: str) -> None:
+        """Say in the task's log which cluster this task writes to, as whom, and from which connection."""
+        self.log.info("%s", self.hook.cluster_target().describe(namespace))
+
+    def conflict_options(self) -> dict[str, Any]:
+        """The adapter's conflict options: this operator's bound, and each retry said in the task's log."""
+        return {"conflict_attempts": self.conflict_attempts, "on_conflict": self._log_conflict}
+
+    def _log_conflict(self, retry: ConflictRetry) -> None:
+        self.log.info("%s", retry.describe())
 
 
 class TrainJobHoldOperator(TrainJobOperator):
@@ -137,10 +171,17 @@ class TrainJobHoldOperator(TrainJobOperator):
         self.namespace = namespace
         self.name = name
 
+    def check_inputs(self) -> None:
+        with airflow_errors():
+            parse_ref(f"{self.namespace}/{self.name}")
+
     def execute(self, context: Context) -> dict[str, Any]:
+        self.check_inputs()
         with airflow_errors():
             ref = parse_ref(f"{self.namespace}/{self.name}")
-            execution = self.adapter().hold(ref)
+            adapter = self.adapter()
+            self.log_cluster(ref.namespace)
+            execution = adapter.hold(ref)
         self.log.info("Held TrainJob %s (execution %s)", ref, execution.admission)
         return execution.as_dict()
 
@@ -193,7 +234,10 @@ class AdmittingOperator(TrainJobOperator):
 
     def adapter(self) -> DispatchAdapter:
         """The writer adapter with this operator's settle and accepted risks (one client per task run)."""
-        return self.hook.get_adapter(settle_seconds=self.settle_seconds, accepted_risks=frozenset(self.accepted_risks))
+        # conflicts are retried here, not in the adapter: each retry consults the record of the admission first
+        return self.hook.get_adapter(
+            settle_seconds=self.settle_seconds, accepted_risks=frozenset(self.accepted_risks), conflict_attempts=1
+        )
 
     # --- for subclasses ------------------------------------------------------------------------------------
 
@@ -213,17 +257,34 @@ class AdmittingOperator(TrainJobOperator):
 
     # --- the attempt ---------------------------------------------------------------------------------------
 
+    def check_inputs(self) -> None:
+        self.target()
+
     def execute(self, context: Context) -> dict[str, Any]:
+        self.check_inputs()
         return self.attempt(context)
 
     def attempt(self, context: Context) -> dict[str, Any]:
         """Release now, or wait (poll or defer) or raise, per `on_pods_remaining`."""
         adapter = self.adapter()
+        self.log_cluster(self.target()[0].namespace)
         observe = Backoff(OBSERVE_BACKOFF)
         observe_until = time.monotonic() + self.observe_timeout
+        conflicts = 0
         while True:
             try:
                 execution = self._admit_once(context, adapter)
+            except ConflictError as error:
+                # the whole attempt again, from the record and the first read (dispatch/conflicts.py)
+                conflicts += 1
+                operation = "open" if isinstance(self, TrainJobOpenOperator) else "release"
+                if conflicts >= self.conflict_attempts:
+                    raise airflow_exception(persistent(operation, self.conflict_attempts, error)) from error
+                now = adapter.run(state_after(str(error.ref)))
+                self._log_conflict(
+                    ConflictRetry(operation, str(error.ref), conflicts, self.conflict_attempts, error.message, now)
+                )
+                continue
             except HoldSettlingError as error:
                 if self.on_pods_remaining == "retry":
                     raise airflow_exception(error) from error
@@ -424,7 +485,10 @@ class TrainJobOpenOperator(AdmittingOperator):
             except yaml.YAMLError as error:
                 raise AirflowFailException(f"the TrainJob manifest is not YAML or JSON: {error}") from None
         if not isinstance(value, Mapping):
-            raise AirflowFailException("the TrainJob manifest must be a mapping (a dict, or its YAML/JSON text)")
+            raise AirflowFailException(
+                "the TrainJob manifest must be a mapping (a dict, or its YAML/JSON text), not "
+                f"{type(value).__name__}{rendered_nothing(self.manifest)}; nothing was read or written"
+            )
         return value
 
     def target(self) -> tuple[Ref, tuple[str, str] | None]:

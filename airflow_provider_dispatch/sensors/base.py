@@ -127,7 +127,14 @@ class DispatchSensor(BaseSensorOperator):
 
     # --- modes ---------------------------------------------------------------------------------------------
 
+    def check_inputs(self) -> None:
+        """Validate the parameters as rendered, before the connection is used or anything is read: a template that
+        rendered `None` or nothing is a refusal (AirflowFailException, even with `soft_fail`: a typo in a DAG is
+        not a skip). Subclasses add their own parameters."""
+        self.ref  # noqa: B018 (the property validates)
+
     def execute(self, context: Context) -> Any:
+        self.check_inputs()
         if self.deferrable:
             done = self._fast_path(context)
             if done:

@@ -5,6 +5,9 @@ the XCom's `outcome`, hold, wait for the pods, release again: a chained restart)
 outcome of that execution counts (`hooks.checks.outcome_decision`), so a chained restart that waits for the
 new execution's outcome does not read the previous one's: pass the release's XCom, e.g.
 `admission="{{ ti.xcom_pull(task_ids='release')['admission'] }}"` (rendered text is turned into an integer).
+A pin is checked once rendered: if it renders to `None`, `"None"`, nothing or anything but a positive integer
+(a typo in `task_ids` pulls nothing), the sensor refuses (AirflowFailException) before reading anything, never
+falling back to whatever execution runs. Only `admission=None` in the DAG itself means "no pin".
 
 XCom (the return value)::
 
@@ -18,9 +21,10 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from airflow.sdk import Context, PokeReturnValue
-from airflow.sdk.exceptions import AirflowException, AirflowFailException, AirflowSensorTimeout
+from airflow.sdk.exceptions import AirflowException, AirflowSensorTimeout
 
 from airflow_provider_dispatch.dispatch.assessment import Execution
+from airflow_provider_dispatch.dispatch.validation import rendered_integer
 from airflow_provider_dispatch.hooks.checks import OutcomeCheck, outcome_check, outcome_decision, superseded_error
 from airflow_provider_dispatch.hooks.errors import airflow_errors, airflow_exception, exception_for_event
 from airflow_provider_dispatch.sensors.base import DispatchSensor
@@ -41,20 +45,23 @@ class TrainJobOutcomeSensor(DispatchSensor):
     def __init__(self, *, namespace: str, name: str, admission: int | str | None = None, **kwargs: Any) -> None:
         super().__init__(namespace=namespace, name=name, **kwargs)
         self.admission = admission
+        #: a pin was asked for (a number or a template): once rendered it must be an admission number
+        self.admission_pinned = admission is not None
         self._last_check: OutcomeCheck | None = None
 
     def awaited_admission(self) -> int | None:
-        """`admission` as rendered, as an integer; anything else is a refusal (the DAG is wrong)."""
-        value = self.admission
-        if value is None or (isinstance(value, str) and value.strip() in ("", "None")):
+        """`admission` as rendered, as an integer; None only when no pin was asked for. Anything else, including
+        a template that rendered None or nothing, is a refusal (the DAG is wrong)."""
+        if not self.admission_pinned:
             return None
-        try:
-            number = int(value)
-        except (TypeError, ValueError):
-            number = 0
-        if isinstance(value, bool) or number < 1:
-            raise AirflowFailException(f"admission must be a positive integer (an admission number), not {value!r}")
-        return number
+        with airflow_errors():
+            return rendered_integer(
+                self.admission, "admission (the awaited execution's admission number)", minimum=1, ref=self.ref
+            )
+
+    def check_inputs(self) -> None:
+        super().check_inputs()
+        self.awaited_admission()
 
     def poke(self, context: Context) -> PokeReturnValue:
         admission = self.awaited_admission()

@@ -70,11 +70,20 @@ def test_the_sync_hook_uses_the_kubernetes_connection(
     }
 
 
-def test_trigger_kwargs_of_a_connection_the_worker_lacks_leave_the_lookup_to_the_triggerer(
+def test_a_connection_the_worker_lacks_is_refused_not_left_to_the_triggerer(
     airflow_env: AirflowEnvironment,
 ) -> None:
-    kwargs = DispatchHook("kubernetes_only_on_the_triggerer").trigger_connection_kwargs()
-    assert (kwargs["kubernetes_conn_id"], kwargs["connection_extras"]) == ("kubernetes_only_on_the_triggerer", None)
+    """The worker checks before it defers, with the same connection: a connection it lacks is a refusal there
+    (issue 17 item 5), never a lookup left to the triggerer's environment or a fall back to an ambient one."""
+    with pytest.raises(AirflowFailException, match="'kubernetes_only_on_the_triggerer' does not exist"):
+        DispatchHook("kubernetes_only_on_the_triggerer").trigger_connection_kwargs()
+    with pytest.raises(AirflowFailException, match="'kubernetes_only_on_the_triggerer' does not exist"):
+        DispatchHook("kubernetes_only_on_the_triggerer").get_adapter()
+
+
+def test_without_a_connection_the_trigger_kwargs_carry_no_extras(airflow_env: AirflowEnvironment) -> None:
+    kwargs = DispatchHook(None).trigger_connection_kwargs()
+    assert (kwargs["kubernetes_conn_id"], kwargs["connection_extras"]) == (None, None)
 
 
 async def test_the_async_hook_with_extras_needs_no_connection(airflow_lab: AirflowLab, held: str) -> None:

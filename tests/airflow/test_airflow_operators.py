@@ -114,7 +114,10 @@ def test_a_lost_response_is_not_admitted_twice_across_retries(
     finally:
         airflow_lab.lab.run(client.close)
     assert lost == [200]  # the server applied try 1's write
-    assert (result.state, result.try_number("release")) == ("success", 2)
+    # try 2, or try 1 itself when urllib3 re-sent the PUT: its 409 is a conflict, retried inside the try, and
+    # the retry consults the record first (issue 17 item 3)
+    assert result.state == "success"
+    assert result.try_number("release") in (1, 2)
     assert result.xcom("release") == {"job_id": "ft-7", "submission": "1", "admission": 5}
     live = cluster.trainjob_object("ft-7")
     assert (admission_of(cluster), live["spec"]["suspend"]) == ("5", True)

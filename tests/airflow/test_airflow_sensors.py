@@ -164,7 +164,7 @@ def test_the_outcome_sensor_refuses_a_superseded_admission(
     cluster: Cluster, run_dag: RunDag, capfd: pytest.CaptureFixture[str]
 ) -> None:
     cluster.trainjob("ft-7", runtime=cluster.runtime(), admission=3, suspend=False)
-    result = run_dag("dispatch_outcome_deferrable", namespace=cluster.namespace, name="ft-7", admission=2)
+    result = run_dag("dispatch_outcome_pinned_deferrable", namespace=cluster.namespace, name="ft-7", admission=2)
     assert (result.task_state("outcome"), result.try_number("outcome")) == ("failed", 1)
     assert "runs execution 3 now" in capfd.readouterr().out
 

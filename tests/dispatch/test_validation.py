@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from airflow_provider_dispatch.dispatch.errors import InvalidNameError, RefusedError
+from airflow_provider_dispatch.dispatch.errors import InvalidNameError, InvalidParameterError, RefusedError
 from airflow_provider_dispatch.dispatch.validation import (
     Ref,
     parse_admission_number,
     parse_ref,
+    rendered_integer,
     validate_job_id,
     validate_namespace,
     validate_node_name,
@@ -112,3 +113,30 @@ def test_admission_number_accepted(text: str, number: int) -> None:
 def test_admission_number_refused(text: object) -> None:
     with pytest.raises(InvalidNameError, match="decimal non-negative integer"):
         parse_admission_number(text)
+
+
+# --- rendered parameters (issue 17 item 4) -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("value", "expected"), [(3, 3), ("3", 3), (" 7 ", 7), (1, 1)])
+def test_rendered_integer_reads_ints_and_their_text(value: object, expected: int) -> None:
+    assert rendered_integer(value, "admission", minimum=1) == expected
+
+
+@pytest.mark.parametrize("value", [None, "None", "", "  ", "null"])
+def test_a_rendered_integer_that_rendered_nothing_says_so(value: object) -> None:
+    with pytest.raises(InvalidParameterError, match="what a template renders when it pulls nothing"):
+        rendered_integer(value, "admission", minimum=1)
+
+
+@pytest.mark.parametrize("value", [0, -2, "0", "x", "3.5", True, 2.0, "1e3", 21])
+def test_a_rendered_integer_out_of_bounds_or_not_an_integer_is_refused(value: object) -> None:
+    with pytest.raises(InvalidParameterError, match="must be an integer from 1 to 20") as refused:
+        rendered_integer(value, "conflict attempts", minimum=1, maximum=20)
+    assert "pulls nothing" not in str(refused.value)
+
+
+@pytest.mark.parametrize("value", ["None", "", None])
+def test_a_name_that_rendered_nothing_says_so(value: object) -> None:
+    with pytest.raises(InvalidNameError, match="pulls nothing"):
+        validate_trainjob_name(value)

@@ -19,10 +19,7 @@ from airflow_provider_dispatch.lab import manifests
 
 from .cluster import Cluster
 from .conftest import DispatchLab, Either, Handler, MakeAdapter
-
-
-def is_trainjob_put(request: web.Request) -> bool:
-    return request.method == "PUT" and "/trainjobs/" in request.path
+from .writers import is_trainjob_put
 
 
 def manifest(cluster: Cluster, runtime: str, name: str = "ft-7", job_id: str | None = None) -> dict[str, Any]:

@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 
 from airflow_provider_dispatch.dispatch import AsyncDispatchAdapter, DispatchAdapter
 from airflow_provider_dispatch.dispatch.assessment import Execution
+from airflow_provider_dispatch.dispatch.conflicts import ConflictRetry
 from airflow_provider_dispatch.dispatch.errors import DispatchError, RefusedError, UnreachableError
 
 from .harness import Call, ReliabilityLab
@@ -57,6 +58,8 @@ class Outcome:
     start: int = 0
     end: int = 0
     calls: list[Call] = field(default_factory=list)
+    #: conflicts the operation met and retried inside itself (dispatch/conflicts.py)
+    conflicts_retried: int = 0
 
     @property
     def execution(self) -> Execution | None:
@@ -88,6 +91,8 @@ class Caller:
     kind: str
     adapter: DispatchAdapter | AsyncDispatchAdapter
     loop: LoopThread | None
+    #: every conflict the adapter retried (its `on_conflict`); a caller runs one operation at a time
+    retried: list[ConflictRetry] = field(default_factory=list)
 
     def _invoke(self, operation: str, args: Sequence[Any], kwargs: Mapping[str, Any]) -> Any:
         method = getattr(self.adapter, operation)
@@ -100,6 +105,7 @@ class Caller:
         """Run one adapter operation in this thread; never raises (the outcome carries the error)."""
         outcome = Outcome(self.name, self.kind, operation, target or (str(args[0]) if args else ""))
         outcome.start = rlab.journal.serial()
+        retried = len(self.retried)
         try:
             outcome.result = self._invoke(operation, args, kwargs)
         except DispatchError as error:
@@ -107,6 +113,7 @@ class Caller:
         except Exception as error:  # anything else is a finding, kept for the report
             outcome.error = error
         outcome.end = rlab.journal.serial()
+        outcome.conflicts_retried = len(self.retried) - retried
         return outcome
 
 
@@ -133,13 +140,15 @@ class Callers:
             name = f"caller-{index}"
             extra = dict((options or {}).get(name, {}))
             extra.setdefault("clock", clock)
+            retried: list[ConflictRetry] = []
+            extra.setdefault("on_conflict", retried.append)
             path = rlab.kubeconfig(name)
             adapter: DispatchAdapter | AsyncDispatchAdapter
             if kind == "sync":
                 adapter = DispatchAdapter.from_kubeconfig(path, **extra)
             else:
                 adapter = self.loop.run(AsyncDispatchAdapter.from_kubeconfig(path, **extra))
-            self.callers.append(Caller(name, kind, adapter, self.loop))
+            self.callers.append(Caller(name, kind, adapter, self.loop, retried))
         self._pool = ThreadPoolExecutor(max_workers=max(len(self.callers), 1), thread_name_prefix="caller")
 
     def __getitem__(self, index: int) -> Caller:

@@ -131,13 +131,14 @@ class RunReport:
         totals = self.totals()
         faults = sum(n for key, n in totals.items() if key.startswith("fault "))
         conflicts = sum(n for key, n in totals.items() if key.endswith("ConflictError"))
+        retried = sum(n for key, n in totals.items() if key.endswith("conflicts retried"))
         blocked = sum(n for key, n in totals.items() if key.endswith("PodsRemainError"))
         wall = sum(s.wall_seconds for s in self.schedules)
         each = [s.wall_seconds for s in self.schedules] or [0.0]
         return (
             f"reliability model ({self.profile.name}, seed {self.seed}): {len(self.schedules)} schedules, "
             f"{self.steps} steps, {self.admissions} admissions, {blocked} releases blocked by remaining pods, "
-            f"{conflicts} conflicts, {faults} faults fired, "
+            f"{retried} conflicts retried inside an operation, {conflicts} conflicts raised, {faults} faults fired, "
             f"{totals['admissions applied with the answer lost']} admissions with a lost answer, "
             f"{self.overlaps} overlaps, {len(self.failures)} schedules with violations ({wall:.0f} s; per "
             f"schedule {wall / len(each):.1f} s on average, {max(each):.1f} s at most)"

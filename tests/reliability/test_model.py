@@ -74,7 +74,7 @@ def test_random_schedules_keep_the_promise() -> None:
     assert not undrawn, f"rules never drawn: {undrawn}"
     assert [kind for kind in FAULT_KINDS if totals[f"fault {kind} fired"] == 0] == []
     assert totals["release PodsRemainError"] > 0
-    assert totals["release ConflictError"] > 0
+    assert totals["release conflicts retried"] > 0  # 409s met and re-checked inside the release (conflicts.py)
     assert totals["admissions applied with the answer lost"] > 0
     assert totals["retries after a lost answer"] > 0
     assert totals["converged"] > 0

@@ -459,6 +459,8 @@ class World:
 
     def _count(self, outcome: Outcome) -> None:
         self.stats[f"{outcome.operation} {outcome.label}"] += 1
+        if outcome.conflicts_retried:
+            self.stats[f"{outcome.operation} conflicts retried"] += outcome.conflicts_retried
         applied = invariants.applied_by(outcome, self.rlab.book.writes)
         if applied and outcome.error is not None:
             self.stats["admissions applied with the answer lost"] += 1

@@ -54,9 +54,28 @@ def _dag(dag_id: str, **kwargs: object) -> DAG:
 with _dag("dispatch_hold") as dispatch_hold:
     TrainJobHoldOperator(task_id="hold", **CONF_TRAINJOB)
 
+# Issue 17 item 5: a connection that does not exist is refused (retries unused); None asks for the ambient one
+with _dag("dispatch_hold_missing_connection") as dispatch_hold_missing_connection:
+    TrainJobHoldOperator(task_id="hold", **CONF_TRAINJOB, kubernetes_conn_id="does_not_exist", retries=2)
+
+# each run once per session: dag.test prints a task's log only on the first run of its DAG in a process
+with _dag("dispatch_hold_logged") as dispatch_hold_logged:
+    TrainJobHoldOperator(task_id="hold", **CONF_TRAINJOB)
+
+with _dag("dispatch_hold_default_connection") as dispatch_hold_default_connection:
+    TrainJobHoldOperator(task_id="hold", **CONF_TRAINJOB)
+
+with _dag("dispatch_hold_ambient") as dispatch_hold_ambient:
+    TrainJobHoldOperator(task_id="hold", **CONF_TRAINJOB, kubernetes_conn_id=None)
+
 with _dag("dispatch_release_retry") as dispatch_release_retry:
     TrainJobReleaseOperator(
         task_id="release", **CONF_TRAINJOB, on_pods_remaining="retry", retries=2, retry_delay=timedelta(0)
+    )
+
+with _dag("dispatch_release_conflicts") as dispatch_release_conflicts:
+    TrainJobReleaseOperator(
+        task_id="release", **CONF_TRAINJOB, conflict_attempts=2, retries=1, retry_delay=timedelta(0)
     )
 
 with _dag("dispatch_release_wait_deferrable") as dispatch_release_wait_deferrable:
@@ -127,6 +146,30 @@ with _dag("dispatch_drained_deferrable_measured") as dispatch_drained_deferrable
     MeasuredPodsDrainedSensor(task_id="drained", **CONF_TRAINJOB, timeout=300, **WATCH_ONLY)
 
 with _dag("dispatch_outcome_deferrable") as dispatch_outcome_deferrable:
+    TrainJobOutcomeSensor(task_id="outcome", **CONF_TRAINJOB, timeout=120, **WATCH_ONLY)
+
+with _dag("dispatch_outcome_pinned_deferrable") as dispatch_outcome_pinned_deferrable:
     TrainJobOutcomeSensor(
-        task_id="outcome", **CONF_TRAINJOB, admission="{{ dag_run.conf.get('admission') }}", timeout=120, **WATCH_ONLY
+        task_id="outcome", **CONF_TRAINJOB, admission="{{ dag_run.conf['admission'] }}", timeout=120, **WATCH_ONLY
     )
+
+# Issue 17 item 4: templates that pull an XCom of a task that does not exist render None ("None" as text);
+# each must be refused once rendered, on its first try (retries=2 unused), before anything is read or written.
+TYPO = "{{ ti.xcom_pull(task_ids='typo') }}"
+
+with _dag("dispatch_outcome_pin_typo") as dispatch_outcome_pin_typo:
+    TrainJobOutcomeSensor(task_id="outcome", **CONF_TRAINJOB, admission=TYPO, retries=2, timeout=120, **WATCH_ONLY)
+
+with _dag("dispatch_outcome_pin_typo_native", render_template_as_native_obj=True) as dispatch_outcome_pin_typo_native:
+    TrainJobOutcomeSensor(task_id="outcome", **CONF_TRAINJOB, admission=TYPO, retries=2, timeout=120, **WATCH_ONLY)
+
+with _dag("dispatch_release_name_typo") as dispatch_release_name_typo:
+    TrainJobReleaseOperator(
+        task_id="release", namespace="{{ dag_run.conf['namespace'] }}", name=TYPO, retries=2, **WATCH_ONLY
+    )
+
+with _dag("dispatch_hold_namespace_typo", render_template_as_native_obj=True) as dispatch_hold_namespace_typo:
+    TrainJobHoldOperator(task_id="hold", namespace=TYPO, name="{{ dag_run.conf['name'] }}", retries=2)
+
+with _dag("dispatch_open_manifest_typo", render_template_as_native_obj=True) as dispatch_open_manifest_typo:
+    TrainJobOpenOperator(task_id="open", manifest=TYPO, retries=2)
