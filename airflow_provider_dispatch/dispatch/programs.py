@@ -42,7 +42,7 @@ and server results are filtered locally again.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Collection, Generator, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, ClassVar, Final, Literal, Protocol, TypeAlias, TypeVar, cast
 
@@ -61,6 +61,7 @@ from airflow_provider_dispatch.dispatch.assessment import (
     Execution,
     ManagedObject,
     Mode,
+    State,
     Status,
     assess,
     finished,
@@ -102,6 +103,7 @@ from airflow_provider_dispatch.dispatch.fencing import (
 )
 from airflow_provider_dispatch.dispatch.nodes import NodeLookup, NodeRead
 from airflow_provider_dispatch.dispatch.selection import Lineage, Selection, jobset_job_names
+from airflow_provider_dispatch.dispatch.unfinished import explain_unfinished
 from airflow_provider_dispatch.dispatch.validation import (
     Ref,
     parse_ref,
@@ -336,6 +338,11 @@ def _workloads(obj: ManagedObject) -> Program[list[Mapping[str, Any]]]:
     selector = f"{v.LABEL_KUEUE_JOB_UID}={uid}"
     items = yield from _list_all(v.WORKLOAD, obj.ref.namespace, selector, str(obj.ref))
     return [w for w in items if v.labels_of(w).get(v.LABEL_KUEUE_JOB_UID) == uid]
+
+
+def read_workloads(obj: ManagedObject) -> Program[list[Mapping[str, Any]]]:
+    """The Kueue Workloads of a TrainJob (`hooks.checks.outcome_check` reads them for its explanation)."""
+    return (yield from _workloads(obj))
 
 
 def _list_all(
@@ -1090,9 +1097,16 @@ def _inspect_object(
     drained = yield from drain(
         obj.selection, ref=str(obj.ref), execution_pods=execution_pods, strategy=pod_read, page_size=page_size
     )
-    return assess(
+    status = assess(
         trainjob, evidence, drained.read.pods, drained.nodes, lookups=drained.lookups, workload=workload, now=now
     )
+    if status.state is not State.RUNNING:
+        return status
+    # a running execution: what keeps it from finishing, in full (unfinished.py)
+    why = explain_unfinished(
+        trainjob, obj.selection.select(drained.read.pods), drained.nodes, workload=workload, now=now
+    )
+    return replace(status, detail=f"{status.detail}\n{why.text()}")
 
 
 def inspect(
