@@ -67,8 +67,9 @@ REASON_WORDS_ROOM: Final = 512
 HEADLINE_ROOM: Final = 768
 #: `DrainReport.detail`: what the wait reasons (below their headline), the event and the XCom quote
 DETAIL_LIMIT: Final = WAIT_REASON_LIMIT - REASON_WORDS_ROOM - HEADLINE_ROOM
-#: the event's fields around the report (status, ref, execution identity, held)
-EVENT_WORDS_ROOM: Final = 1024
+#: the event's fields around the report (status, ref, execution identity, held), and the spaces Airflow's JSON
+#: encoding adds after each `,` and `:` of the compact report (about 7% of a report that lists pods)
+EVENT_WORDS_ROOM: Final = 2048
 #: `DrainReport.as_dict()`: the report as the event and the XCom carry it
 REPORT_LIMIT: Final = TRIGGER_EVENT_LIMIT - EVENT_WORDS_ROOM
 #: the first line of a detail (`remaining pods: ...`): short enough to read at a glance in a log
