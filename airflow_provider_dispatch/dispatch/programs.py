@@ -42,7 +42,7 @@ and server results are filtered locally again.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Collection, Generator, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, ClassVar, Final, Literal, Protocol, TypeAlias, TypeVar, cast
 
@@ -61,7 +61,6 @@ from airflow_provider_dispatch.dispatch.assessment import (
     Execution,
     ManagedObject,
     Mode,
-    State,
     Status,
     assess,
     finished,
@@ -103,7 +102,7 @@ from airflow_provider_dispatch.dispatch.fencing import (
 )
 from airflow_provider_dispatch.dispatch.nodes import NodeLookup, NodeRead
 from airflow_provider_dispatch.dispatch.selection import Lineage, Selection, jobset_job_names
-from airflow_provider_dispatch.dispatch.unfinished import explain_unfinished
+from airflow_provider_dispatch.dispatch.unfinished import with_unfinished
 from airflow_provider_dispatch.dispatch.validation import (
     Ref,
     parse_ref,
@@ -1100,13 +1099,7 @@ def _inspect_object(
     status = assess(
         trainjob, evidence, drained.read.pods, drained.nodes, lookups=drained.lookups, workload=workload, now=now
     )
-    if status.state is not State.RUNNING:
-        return status
-    # a running execution: what keeps it from finishing, in full (unfinished.py)
-    why = explain_unfinished(
-        trainjob, obj.selection.select(drained.read.pods), drained.nodes, workload=workload, now=now
-    )
-    return replace(status, detail=f"{status.detail}\n{why.text()}")
+    return with_unfinished(status, trainjob, drained.read.pods, drained.nodes, workload=workload, now=now)
 
 
 def inspect(

@@ -22,12 +22,12 @@ and complete (what blocks, where, the remedy), the details follow on their own l
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from functools import cached_property
 from typing import Any, Final
 
-from airflow_provider_dispatch.dispatch.assessment import Mode, admission_checks, is_held, managed
+from airflow_provider_dispatch.dispatch.assessment import Mode, State, Status, admission_checks, is_held, managed
 from airflow_provider_dispatch.dispatch.blocking import RemainingPod, node_name_of, remaining_pods
 from airflow_provider_dispatch.dispatch.explain import headline, unblock_hints
 from airflow_provider_dispatch.dispatch.nodes import NodeLookup, Presence, Readiness
@@ -335,4 +335,22 @@ def explain_unfinished(
     )
 
 
-__all__ = ["Blocker", "Unfinished", "explain_unfinished", "pending_reason"]
+def with_unfinished(
+    status: Status,
+    trainjob: Mapping[str, Any],
+    pods: Iterable[Mapping[str, Any]],
+    nodes: Mapping[str, NodeLookup],
+    *,
+    workload: Mapping[str, Any] | None = None,
+    now: datetime | None = None,
+) -> Status:
+    """`status` (`assessment.assess`) with, for a running TrainJob, what keeps it from finishing added to its
+    detail in full (`dispatch status` prints every line); other states are returned as they are. `pods` are the
+    pods the drain check read (selected again here)."""
+    if status.state is not State.RUNNING:
+        return status
+    why = explain_unfinished(trainjob, managed(trainjob).selection.select(pods), nodes, workload=workload, now=now)
+    return replace(status, detail=f"{status.detail}\n{why.text()}")
+
+
+__all__ = ["Blocker", "Unfinished", "explain_unfinished", "pending_reason", "with_unfinished"]

@@ -85,6 +85,77 @@ def scroll_into_view(driver: Any, text: str) -> bool:
     return bool(driver.execute_script(script, text))
 
 
+def on_screen(driver: Any, text: str) -> dict[str, Any]:
+    """Where `text` (compared without whitespace) is drawn, as a person would have to find it: the page scrolled
+    vertically to its first occurrence (never sideways), then the on-screen boxes of that very text (a DOM `Range`
+    over it, so a long line around it counts only if the text itself runs off), the viewport's width, and
+    whether every box is inside the viewport and inside each box that clips it (an ancestor with `overflow` other
+    than `visible`): `visible` is True only when the whole text can be read without scrolling horizontally."""
+    script = r"""
+        const wanted = arguments[0].replace(/\s+/g, '');
+        const walker = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
+        const chars = [];  // every non-space character of the page: [text node, offset]
+        for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+            const data = node.data;
+            for (let i = 0; i < data.length; i++) { if (!/\s/.test(data[i])) { chars.push([node, i]); } }
+        }
+        const squashed = chars.map(([node, i]) => node.data[i]).join('');
+        const measure = (at) => {
+            const range = document.createRange();
+            range.setStart(chars[at][0], chars[at][1]);
+            const [endNode, endOffset] = chars[at + wanted.length - 1];
+            range.setEnd(endNode, endOffset + 1);
+            return range;
+        };
+        let at = squashed.indexOf(wanted);
+        const result = {found: false, visible: false, viewport: window.innerWidth, boxes: [], clipped_by: []};
+        while (at >= 0) {
+            const range = measure(at);
+            const rects = Array.from(range.getClientRects()).filter(r => r.width > 0 && r.height > 0);
+            if (rects.length) {
+                result.found = true;
+                const first = rects[0];
+                if (first.top < 0 || first.bottom > window.innerHeight) {
+                    range.startContainer.parentElement.scrollIntoView({block: 'center', inline: 'nearest'});
+                }
+                for (let e = range.startContainer.parentElement; e; e = e.parentElement) { e.scrollLeft = 0; }
+                const boxes = Array.from(range.getClientRects()).filter(r => r.width > 0 && r.height > 0);
+                result.boxes = boxes.map(r => ({left: r.left, right: r.right, top: r.top, bottom: r.bottom}));
+                const clips = [];
+                for (let e = range.commonAncestorContainer.parentElement || range.commonAncestorContainer;
+                     e && e !== document.documentElement; e = e.parentElement) {
+                    const style = getComputedStyle(e);
+                    if (style.overflowX !== 'visible') {
+                        const box = e.getBoundingClientRect();
+                        if (boxes.some(r => r.left < box.left - 1 || r.right > box.right + 1)) {
+                            clips.push(`${e.tagName.toLowerCase()}.${e.className}`.slice(0, 120));
+                        }
+                    }
+                }
+                result.clipped_by = clips;
+                result.visible = clips.length === 0 && boxes.every(r => r.left >= 0 && r.right <= window.innerWidth);
+                return result;
+            }
+            at = squashed.indexOf(wanted, at + 1);
+        }
+        return result;
+    """
+    found: dict[str, Any] = driver.execute_script(script, text)
+    return found
+
+
+def wait_until_on_screen(driver: Any, text: str, bound: float = SHOW_BOUND) -> dict[str, Any]:
+    """Wait until `text` is drawn somewhere on the page (`on_screen`), then return where; the caller asserts."""
+    from selenium.common.exceptions import TimeoutException
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    try:
+        WebDriverWait(driver, bound, poll_frequency=0.5).until(lambda d: on_screen(d, text)["found"])
+    except TimeoutException:
+        raise AssertionError(f"{text!r} was not drawn within {bound:.0f} s on {driver.current_url}") from None
+    return on_screen(driver, text)
+
+
 def screenshot(driver: Any, path: Path) -> Path:
     if not driver.save_screenshot(str(path)):
         raise AssertionError(f"Chromium could not save a screenshot to {path}")
@@ -94,10 +165,12 @@ def screenshot(driver: Any, path: Path) -> Path:
 __all__ = [
     "SHOW_BOUND",
     "missing_from",
+    "on_screen",
     "open_and_wait_for",
     "screenshot",
     "scroll_into_view",
     "squash",
     "task_instance_url",
     "visible_text",
+    "wait_until_on_screen",
 ]
