@@ -110,8 +110,9 @@ def kubelet_confirms(cluster: Cluster, pod: str) -> None:
         ),
         TrainJobOutcomeTrigger("ns", "ft-7"),
         TrainJobOutcomeTrigger("ns", "ft-7", admission=3, recheck_interval=30.0, in_cluster=True),
+        TrainJobOutcomeTrigger("ns", "ft-7", known_fingerprint="f" * 64, report_progress=False),
     ],
-    ids=["drained-defaults", "drained-all", "outcome-defaults", "outcome-admission"],
+    ids=["drained-defaults", "drained-all", "outcome-defaults", "outcome-admission", "outcome-progress"],
 )
 def test_serialize_round_trips_through_serde_and_omits_defaults(trigger: BaseTrigger) -> None:
     classpath, kwargs = trigger.serialize()

@@ -8,9 +8,9 @@ task instance in the UI and waits until the wait reason is on screen, naming the
 state (`Ready=Unknown`), in the Rendered Templates tab (the field `wait_reason`) and in the Logs tab (the
 worker's line and the trigger's), saving a screenshot of each. The reason's first line is short and complete
 (the pods, the node, `Ready=Unknown` and the one-line remedy, the taint command); the test measures where the
-remedy is drawn in the Logs tab and in the XCom tab (both wrap long lines; the Rendered Templates tab does not)
-and requires every box of it inside the viewport and inside any box that clips it: readable without scrolling
-sideways. Screenshots of both are kept.
+remedy is drawn in the Logs tab (with its Wrap setting on, the `w` shortcut) and in the XCom tab, and requires
+every box of it inside the viewport and inside any box that clips it: readable without scrolling sideways (the
+Rendered Templates tab does not wrap). Screenshots of both are kept.
 
 The drill arms the lab's fencing agent for the frozen node; the test arms it for a billion lab seconds, so it
 never acts: cessation is the test's to prove, and only after the UI was checked. It does what an operator
@@ -30,7 +30,14 @@ import pytest
 from airflow_stack import AirflowStack
 from browser_support import Artifacts, DrillLab
 from processes import wait_until
-from ui_pages import open_and_wait_for, screenshot, scroll_into_view, task_instance_url, wait_until_on_screen
+from ui_pages import (
+    open_and_wait_for,
+    press,
+    screenshot,
+    scroll_into_view,
+    task_instance_url,
+    wait_until_on_screen,
+)
 
 from airflow_provider_dispatch.dispatch.explain import taint_command
 
@@ -147,7 +154,9 @@ def test_the_deferred_sensor_shows_pod_node_and_node_state_in_the_ui(
         )
         scroll_into_view(browser, expected[0])
         artifacts.keep(screenshot(browser, artifacts.path("wait-reason-logs.png")))
-        # the remedy, readable in the log without scrolling sideways (the log view wraps long lines)
+        # the remedy, readable in the log without scrolling sideways once the log view wraps its lines: a person
+        # presses `w` (the Logs tab's Wrap shortcut; `[api] default_wrap = True` makes it the default)
+        press(browser, "w")
         in_log = wait_until_on_screen(browser, remedy)
         artifacts.keep(screenshot(browser, artifacts.path("wait-reason-remedy-logs.png")))
         assert in_log["visible"], in_log

@@ -9,10 +9,15 @@ nothing), so a wait on the page body's text holding every expected piece is a wa
 The UI highlights rendered fields token by token, and Selenium reports those tokens on lines of their own
 (`waiting \nfor\n the pods ... (\nReady\n=\nUnknown\n)`), so text is compared with all whitespace removed.
 Waits are explicit (`WebDriverWait` on a condition), bounded, and on timeout say what the page showed instead.
+
+"On screen without scrolling sideways" is measured (`on_screen`): the boxes the browser drew a text in, against
+the viewport's width and every box that clips them. The Logs tab wraps long lines only when its Wrap setting is
+on (the `w` shortcut, or `[api] default_wrap`); the Rendered Templates tab never does.
 """
 
 from __future__ import annotations
 
+import contextlib
 import re
 import urllib.parse
 from collections.abc import Sequence
@@ -145,15 +150,29 @@ def on_screen(driver: Any, text: str) -> dict[str, Any]:
 
 
 def wait_until_on_screen(driver: Any, text: str, bound: float = SHOW_BOUND) -> dict[str, Any]:
-    """Wait until `text` is drawn somewhere on the page (`on_screen`), then return where; the caller asserts."""
+    """Wait until `text` is drawn whole inside the viewport (`on_screen`: found and visible); return the last
+    measurement either way, so that the caller's assertion says where it was drawn instead."""
     from selenium.common.exceptions import TimeoutException
     from selenium.webdriver.support.ui import WebDriverWait
 
-    try:
-        WebDriverWait(driver, bound, poll_frequency=0.5).until(lambda d: on_screen(d, text)["found"])
-    except TimeoutException:
-        raise AssertionError(f"{text!r} was not drawn within {bound:.0f} s on {driver.current_url}") from None
-    return on_screen(driver, text)
+    last: dict[str, Any] = {}
+
+    def readable(d: Any) -> bool:
+        last.clear()
+        last.update(on_screen(d, text))
+        return bool(last["found"] and last["visible"])
+
+    with contextlib.suppress(TimeoutException):
+        WebDriverWait(driver, bound, poll_frequency=0.5).until(readable)
+    return dict(last)
+
+
+def press(driver: Any, key: str) -> None:
+    """Press `key` with nothing focused (the page's keyboard shortcuts listen on the document), as a person would."""
+    from selenium.webdriver.common.by import By
+
+    driver.execute_script("document.activeElement && document.activeElement.blur();")
+    driver.find_element(By.TAG_NAME, "body").send_keys(key)
 
 
 def screenshot(driver: Any, path: Path) -> Path:
@@ -167,6 +186,7 @@ __all__ = [
     "missing_from",
     "on_screen",
     "open_and_wait_for",
+    "press",
     "screenshot",
     "scroll_into_view",
     "squash",
