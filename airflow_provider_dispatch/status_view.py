@@ -134,7 +134,8 @@ def _pod_row(pod: RemainingPod) -> tuple[str, ...]:
 
 
 def render_text(status: Status, *, created: datetime | None, now: datetime) -> str:
-    """The person's view: the table row, then cause, remaining pods and what would unblock them.
+    """The person's view: the table row, then cause, remaining pods and what would unblock them (for a running
+    TrainJob: its unfinished pods and what keeps it from finishing, `unfinished.explain_unfinished`).
 
     The detail lines are `Status.detail`'s, verbatim (their wording is `dispatch.explain`'s); the
     `remaining pods: ...` line is left out when the pods are shown as a table just above it.
@@ -145,6 +146,9 @@ def render_text(status: Status, *, created: datetime | None, now: datetime) -> s
     if show_pods:
         ceased = sum(1 for pod in status.remaining if pod.ceased)
         lines.append(f"Remaining pods: {len(status.remaining)} ({ceased} ceased)")
+        lines += table(PODS_HEADER, [_pod_row(pod) for pod in status.remaining], indent="  ")
+    elif status.remaining:  # running: its unfinished pods, where they run; the detail says what blocks them
+        lines.append(f"Pods not finished: {len(status.remaining)}")
         lines += table(PODS_HEADER, [_pod_row(pod) for pod in status.remaining], indent="  ")
     detail = [line for line in status.detail.splitlines() if line.strip()]
     if show_pods:

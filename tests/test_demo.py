@@ -32,7 +32,7 @@ ROOT = Path(__file__).resolve().parents[1]
 DISPATCH = Path(sys.executable).with_name("dispatch")
 SENSOR = "airflow.task.operators.sensors.PodsDrainedSensor"
 T0, T1, T2 = "2026-12-02T16:47:28.478080Z", "2026-12-02T16:47:32.754746Z", "2026-12-02T16:47:35.664398Z"
-WAITING = "waiting for the pods of TrainJob d/t to go. remaining pods: p on n"
+WAITING = "waiting for the pods of TrainJob d/t to go: pod p on n"
 
 LOG = f"""$ airflow dags test lost_node_drill
 2026-12-02T16:47:02.490902Z [warning  ] Could not import graphviz.
@@ -126,8 +126,15 @@ def test_dispatch_demo_runs_the_drill_end_to_end(tmp_path: Path) -> None:
     frozen = re.search(r"^2\. (node-\d) frozen under pod (drill-node-0-\d-\w+) ", out, re.MULTILINE)
     assert frozen is not None, out
     node, pod = frozen.groups()
-    waiting = "     waiting for the pods of TrainJob default/drill to go. remaining pods:"
-    assert f"{waiting} {pod} on {node} (Ready=Unknown)" in lines
+    waiting = "     waiting for the pods of TrainJob default/drill to go: "
+    assert any(
+        line.startswith(f"{waiting}pod {pod} on {node} (Ready=Unknown)")
+        and line.endswith(
+            f"then run `kubectl taint node {node} node.kubernetes.io/out-of-service=nodeshutdown:NoExecute`"
+        )
+        for line in lines
+    ), out
+    assert f"       remaining pods: {pod} on {node} (Ready=Unknown)" in lines
     # the cessation, the release and the new admission number
     tainted = "node.kubernetes.io/out-of-service=nodeshutdown:NoExecute"
     assert f"     {node} now: Ready=Unknown, {tainted}; machine powered-off" in lines

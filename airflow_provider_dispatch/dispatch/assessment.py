@@ -32,7 +32,12 @@ from typing import Any
 from airflow_provider_dispatch.dispatch.blocking import RemainingPod
 from airflow_provider_dispatch.dispatch.errors import InvalidNameError, NotManagedError
 from airflow_provider_dispatch.dispatch.evidence import HoldEvidence, hold_not_observed
-from airflow_provider_dispatch.dispatch.explain import accepted_risks_line, admission_check_line, remaining_detail
+from airflow_provider_dispatch.dispatch.explain import (
+    accepted_risks_line,
+    admission_check_line,
+    headline,
+    remaining_detail,
+)
 from airflow_provider_dispatch.dispatch.fencing import ExecutionPods, blocking_pods
 from airflow_provider_dispatch.dispatch.nodes import NodeLookup
 from airflow_provider_dispatch.dispatch.payloads import (
@@ -330,6 +335,8 @@ class DrainReport:
     remaining: tuple[RemainingPod, ...]
     resource_version: str
     detail: str
+    #: the wait reason's first line: the most urgent pods, their node and its state, the remedy (`explain.headline`)
+    headline: str = ""
 
     @property
     def drained(self) -> bool:
@@ -354,6 +361,7 @@ class DrainReport:
             "ceased": self.ceased,
             "resource_version": self.resource_version,
             "detail": self.detail,
+            "headline": self.headline,
         }
         return bounded_report_dict(base, self.remaining, limit)
 
@@ -380,4 +388,6 @@ def remaining_report(
     detail = (
         remaining_detail(remaining, now=now, limit=DETAIL_LIMIT) if remaining else f"no pod of TrainJob {ref} remains"
     )
-    return DrainReport(ref=ref, remaining=remaining, resource_version=resource_version, detail=detail)
+    return DrainReport(
+        ref=ref, remaining=remaining, resource_version=resource_version, detail=detail, headline=headline(remaining)
+    )

@@ -24,6 +24,7 @@ from airflow_provider_dispatch.dispatch.blocking import Blocking, RemainingPod
 from airflow_provider_dispatch.dispatch.nodes import NodeState, Presence, Readiness
 from airflow_provider_dispatch.dispatch.payloads import (
     FIRST_LINE_ROOM,
+    HEADLINE_ROOM,
     KUEUE_MESSAGE_LIMIT,
     NAMES_ROOM,
     WAIT_REASON_LIMIT,
@@ -31,6 +32,7 @@ from airflow_provider_dispatch.dispatch.payloads import (
     attention,
     by_name,
     census,
+    cut,
     fit,
 )
 from airflow_provider_dispatch.dispatch.vocabulary import TAINT_OUT_OF_SERVICE, TAINT_OUT_OF_SERVICE_VALUE
@@ -290,6 +292,43 @@ def _hints_within(pods: Sequence[RemainingPod], now: datetime | None, room: int,
     if shown == len(groups):
         return text
     return fit(items(_most_urgent_first(groups)), len(groups), room, separator=joiner, more=more)[0]
+
+
+def remedy(node: NodeState, pods: Sequence[RemainingPod]) -> str:
+    """What a person does about `pods` on `node`, in one short clause: the first line of a wait reason ends with it
+    (`headline`), and the texts of `unblock_hints` say the same at length, with the why and the warnings."""
+    name = node.name or ""
+    if node.presence is Presence.UNSCHEDULED:
+        return "nothing to do: the Job controller deletes pods that were never scheduled"
+    if node.presence is Presence.GONE:
+        return "nothing to do: the node is gone and PodGC deletes the pods after its 40s quarantine"
+    if node.presence is Presence.NOT_READABLE:
+        return "grant the identity dispatch uses get and list on nodes, so cessation can be proven"
+    if node.ceased:
+        return "nothing to do: they are proven stopped and PodGC deletes them within about 20s"
+    if node.ready is not Readiness.TRUE:
+        return f"confirm {name} is powered off, then run `{taint_command(name)}`"
+    if node.out_of_service:
+        return f"the node is Ready, so remove the mistaken taint: `{untaint_command(name)}`"
+    if all(pod.relabelled for pod in pods):
+        return "their labels were edited: delete them gracefully once you no longer need them"
+    if all(pod.terminating for pod in pods):
+        return "nothing to do: the kubelet confirms their end within the grace period"
+    return "check that the TrainJob's Jobs are suspended: the Job controller then deletes their pods"
+
+
+def headline(pods: Sequence[RemainingPod]) -> str:
+    """A wait reason's first line, short and complete: the pods on the most urgent node (`payloads.attention`),
+    that node and its state, and the one-line `remedy`; `... more on other nodes` when pods remain elsewhere.
+    At most `payloads.HEADLINE_ROOM` characters (pod names within `payloads.NAMES_ROOM`)."""
+    if not pods:
+        return ""
+    node, members = _most_urgent_first(_by_node(by_name(pods)))[0]
+    names = _names(members, NAMES_ROOM)
+    where = "no node" if node.presence is Presence.UNSCHEDULED else node.name
+    others = len(pods) - len(members)
+    elsewhere = f" ({others:,} more on other nodes)" if others else ""
+    return cut(f"{names} on {where} ({node.label}){elsewhere}: {remedy(node, members)}", HEADLINE_ROOM)
 
 
 def remaining_detail(pods: Sequence[RemainingPod], *, now: datetime | None = None, limit: int | None = None) -> str:

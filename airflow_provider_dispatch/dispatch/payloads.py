@@ -62,10 +62,14 @@ KUEUE_MESSAGE_LIMIT: Final = 4096
 #: the detail's share of a wait reason: the reason adds at most this much around it ("waiting for the pods of
 #: TrainJob <namespace>/<name> to go. ", with a 63-character namespace and a 253-character name)
 REASON_WORDS_ROOM: Final = 512
-#: `DrainReport.detail`: what the wait reasons, the event and the XCom quote
-DETAIL_LIMIT: Final = WAIT_REASON_LIMIT - REASON_WORDS_ROOM
-#: the event's fields around the report (status, ref, execution identity, held)
-EVENT_WORDS_ROOM: Final = 1024
+#: a wait reason's first line (`explain.headline`): the most urgent pods, their node and its state, and the one-line
+#: remedy; it names a node twice (253 characters each at most) and the pods within `NAMES_ROOM`
+HEADLINE_ROOM: Final = 768
+#: `DrainReport.detail`: what the wait reasons (below their headline), the event and the XCom quote
+DETAIL_LIMIT: Final = WAIT_REASON_LIMIT - REASON_WORDS_ROOM - HEADLINE_ROOM
+#: the event's fields around the report (status, ref, execution identity, held), and the spaces Airflow's JSON
+#: encoding adds after each `,` and `:` of the compact report (about 7% of a report that lists pods)
+EVENT_WORDS_ROOM: Final = 2048
 #: `DrainReport.as_dict()`: the report as the event and the XCom carry it
 REPORT_LIMIT: Final = TRIGGER_EVENT_LIMIT - EVENT_WORDS_ROOM
 #: the first line of a detail (`remaining pods: ...`): short enough to read at a glance in a log
@@ -285,6 +289,7 @@ __all__ = [
     "DETAIL_LIMIT",
     "DRAIN_XCOM_LIMIT",
     "FIRST_LINE_ROOM",
+    "HEADLINE_ROOM",
     "KUEUE_MESSAGE_API_LIMIT",
     "KUEUE_MESSAGE_LIMIT",
     "NAMES_ROOM",

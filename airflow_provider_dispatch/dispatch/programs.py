@@ -102,6 +102,7 @@ from airflow_provider_dispatch.dispatch.fencing import (
 )
 from airflow_provider_dispatch.dispatch.nodes import NodeLookup, NodeRead
 from airflow_provider_dispatch.dispatch.selection import Lineage, Selection, jobset_job_names
+from airflow_provider_dispatch.dispatch.unfinished import with_unfinished
 from airflow_provider_dispatch.dispatch.validation import (
     Ref,
     parse_ref,
@@ -336,6 +337,11 @@ def _workloads(obj: ManagedObject) -> Program[list[Mapping[str, Any]]]:
     selector = f"{v.LABEL_KUEUE_JOB_UID}={uid}"
     items = yield from _list_all(v.WORKLOAD, obj.ref.namespace, selector, str(obj.ref))
     return [w for w in items if v.labels_of(w).get(v.LABEL_KUEUE_JOB_UID) == uid]
+
+
+def read_workloads(obj: ManagedObject) -> Program[list[Mapping[str, Any]]]:
+    """The Kueue Workloads of a TrainJob (`hooks.checks.outcome_check` reads them for its explanation)."""
+    return (yield from _workloads(obj))
 
 
 def _list_all(
@@ -1090,9 +1096,10 @@ def _inspect_object(
     drained = yield from drain(
         obj.selection, ref=str(obj.ref), execution_pods=execution_pods, strategy=pod_read, page_size=page_size
     )
-    return assess(
+    status = assess(
         trainjob, evidence, drained.read.pods, drained.nodes, lookups=drained.lookups, workload=workload, now=now
     )
+    return with_unfinished(status, trainjob, drained.read.pods, drained.nodes, workload=workload, now=now)
 
 
 def inspect(

@@ -9,7 +9,9 @@ from the core's pure functions, and either adapter runs it (`DispatchAdapter.run
   with their nodes' states (`programs.drain` and its report: the same steps `programs.remaining_pods` and
   release take, so a poke decides as release does, without reading the TrainJob twice).
 * `outcome_check`: the TrainJob's execution identity and whether it finished (`assessment.finished`: the
-  `Complete` or `Failed` condition True).
+  `Complete` or `Failed` condition True); while it has not, what keeps it from finishing
+  (`unfinished.explain_unfinished`), from the pods of its execution in one consistent read, their Nodes and,
+  under Kueue, its Workload.
 
 Both write nothing and work with a read-only adapter.
 """
@@ -17,7 +19,7 @@ Both write nothing and work with a read-only adapter.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, Literal
 
@@ -25,16 +27,20 @@ from airflow_provider_dispatch.dispatch import programs
 from airflow_provider_dispatch.dispatch.assessment import (
     DrainReport,
     Execution,
+    Mode,
     State,
     finished,
     is_held,
     managed,
 )
+from airflow_provider_dispatch.dispatch.blocking import nodes_to_read
 from airflow_provider_dispatch.dispatch.errors import RefusedError
 from airflow_provider_dispatch.dispatch.fencing import recorded
 from airflow_provider_dispatch.dispatch.operations import Operations
+from airflow_provider_dispatch.dispatch.payloads import REASON_WORDS_ROOM, WAIT_REASON_LIMIT
 from airflow_provider_dispatch.dispatch.programs import Program
 from airflow_provider_dispatch.dispatch.selection import Selection
+from airflow_provider_dispatch.dispatch.unfinished import explain_unfinished
 from airflow_provider_dispatch.dispatch.validation import Ref, parse_ref
 
 
@@ -88,14 +94,21 @@ class OutcomeCheck:
     reason: str
     message: str
     resource_version: str | None
+    #: while not finished: what keeps it from finishing (`Unfinished.as_dict`: `headline`, `detail` within
+    #: `UNFINISHED_LIMIT`, `fingerprint`, ...); None when finished or not looked at
+    waiting: Mapping[str, Any] | None = None
+    #: the execution's pods, and the state of each of their nodes: what a trigger's pod and node watches compare
+    selection: Selection | None = field(default=None, compare=False)
+    node_states: Mapping[str, str] = field(default_factory=dict, compare=False)
 
     @property
     def finished(self) -> bool:
         return self.outcome is not None
 
     def as_dict(self) -> dict[str, Any]:
-        """The TrainJobOutcomeSensor's XCom (and the trigger's event body)."""
-        return {
+        """The TrainJobOutcomeSensor's XCom (and the trigger's event body); `waiting` only while not finished."""
+        waiting = {"waiting": dict(self.waiting)} if self.waiting is not None else {}
+        return waiting | {
             "ref": self.ref,
             "outcome": self.outcome,
             "reason": self.reason,
@@ -155,13 +168,37 @@ def superseded_error(check: OutcomeCheck, admission: int) -> RefusedError:
     )
 
 
-def outcome_check(ref: str | Ref) -> Program[OutcomeCheck]:
-    """One GET of the TrainJob: its execution identity and outcome; NotFoundError when it does not exist."""
+#: the explanation's share of the outcome sensor's wait reason ("waiting for TrainJob <ref> to finish execution
+#: <A>: " comes around it)
+UNFINISHED_LIMIT = WAIT_REASON_LIMIT - REASON_WORDS_ROOM
+
+
+def outcome_check(
+    ref: str | Ref, options: Operations | None = None, *, now: datetime | None = None
+) -> Program[OutcomeCheck]:
+    """The TrainJob's execution identity and outcome (NotFoundError when it does not exist). While it has not
+    finished, also what keeps it from finishing: its execution's pods (one consistent read), their Nodes, and its
+    Workload under Kueue, explained by `unfinished.explain_unfinished`. Writes nothing."""
+    ops = options if options is not None else Operations()
     trainjob = yield from programs.read_trainjob(parse_ref(ref))
-    return outcome_of(trainjob)
+    check = outcome_of(trainjob)
+    if check.finished:
+        return check
+    obj = managed(trainjob)
+    read = yield from programs.read_pods(obj.selection, ref=check.ref, strategy=ops.pod_read, page_size=ops.page_size)
+    nodes = yield from programs.read_nodes(nodes_to_read(read.pods), ref=check.ref)
+    workload: Mapping[str, Any] | None = None
+    if obj.mode is Mode.KUEUE:
+        workloads = yield from programs.read_workloads(obj)
+        workload = workloads[0] if workloads else None
+    why = explain_unfinished(trainjob, read.pods, nodes, workload=workload, now=now if now is not None else ops.clock())
+    return replace(
+        check, waiting=why.as_dict(UNFINISHED_LIMIT), selection=obj.selection, node_states=dict(why.node_states)
+    )
 
 
 __all__ = [
+    "UNFINISHED_LIMIT",
     "DrainCheck",
     "OutcomeCheck",
     "OutcomeDecision",

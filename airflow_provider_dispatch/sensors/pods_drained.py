@@ -43,9 +43,10 @@ def drain_wait_reason(check: Mapping[str, Any], *, accept_ceased: bool, ref: str
     """The outcome of one check (`DrainCheck.as_dict()`: `drained`, `ceased`, or None to keep waiting), its wait
     reason, and the short line logged while the reason does not change.
 
-    The reason's first line names the first remaining pods, their nodes and the nodes' states; the report's detail
-    is already within its limit (`payloads.DETAIL_LIMIT`), so the reason stays within `payloads.WAIT_REASON_LIMIT`
-    however many pods remain."""
+    The reason's first line is short and complete (`explain.headline`): the pods on the most urgent node, the node,
+    its state and the one-line remedy; the report's detail follows on its own lines (every remaining pod's node
+    state, what would unblock each node). Both are within their limits (`payloads.HEADLINE_ROOM`,
+    `payloads.DETAIL_LIMIT`), so the reason stays within `payloads.WAIT_REASON_LIMIT` however many pods remain."""
     report = check["report"]
     ref = str(check.get("ref", ref))
     detail = str(report.get("detail", ""))
@@ -55,8 +56,9 @@ def drain_wait_reason(check: Mapping[str, Any], *, accept_ceased: bool, ref: str
     if accept_ceased and report.get("ceased"):
         reason = f"ceased: every remaining pod of TrainJob {ref} is proven gone. {detail}"
         return "ceased", reason, f"ceased: {detail.splitlines()[0]}"
-    reason = f"waiting for the pods of TrainJob {ref} to go. {detail}"
-    return None, reason, f"still waiting for TrainJob {ref}: {detail.splitlines()[0] if detail else 'pods remain'}"
+    first = str(report.get("headline") or "") or (detail.splitlines()[0] if detail else "pods remain")
+    reason = f"waiting for the pods of TrainJob {ref} to go: {first}\n{detail}"
+    return None, reason, f"still waiting for TrainJob {ref}: {first}"
 
 
 class PodsDrainedSensor(DispatchSensor):

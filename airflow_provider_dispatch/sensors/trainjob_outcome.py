@@ -9,6 +9,12 @@ A pin is checked once rendered: if it renders to `None`, `"None"`, nothing or an
 (a typo in `task_ids` pulls nothing), the sensor refuses (AirflowFailException) before reading anything, never
 falling back to whatever execution runs. Only `admission=None` in the DAG itself means "no pin".
 
+While it waits, the wait reason says what keeps the TrainJob from finishing (`unfinished.explain_unfinished`,
+the drain check's explanations and remedies): its first line is short and complete (the pods, their node and its
+state, the one-line remedy; or the suspended TrainJob, the Workload not admitted or evicted, the Pending pods and
+why), the details follow on their own lines. Deferred, the trigger reports `progress` whenever that changes, and
+the sensor shows the new reason (log, rendered field, XCom `wait_reason`) before it defers again.
+
 XCom (the return value)::
 
     {"outcome": "Complete" | "Failed", "reason": ..., "message": ..., "ref": "ns/name",
@@ -28,7 +34,7 @@ from airflow_provider_dispatch.dispatch.validation import rendered_integer
 from airflow_provider_dispatch.hooks.checks import OutcomeCheck, outcome_check, outcome_decision, superseded_error
 from airflow_provider_dispatch.hooks.errors import airflow_errors, airflow_exception, exception_for_event
 from airflow_provider_dispatch.sensors.base import DispatchSensor
-from airflow_provider_dispatch.triggers.trainjob_outcome import TrainJobOutcomeTrigger
+from airflow_provider_dispatch.triggers.trainjob_outcome import TrainJobOutcomeTrigger, waiting_fingerprint
 
 
 class TrainJobOutcomeSensor(DispatchSensor):
@@ -65,8 +71,9 @@ class TrainJobOutcomeSensor(DispatchSensor):
 
     def poke(self, context: Context) -> PokeReturnValue:
         admission = self.awaited_admission()
+        adapter = self.adapter()
         with airflow_errors():
-            check = self.adapter().run(outcome_check(self.ref))
+            check = adapter.run(outcome_check(self.ref, adapter.operations))
         return self.evaluate(context, check, admission)
 
     def evaluate(self, context: Context, check: OutcomeCheck, admission: int | None) -> PokeReturnValue:
@@ -80,15 +87,13 @@ class TrainJobOutcomeSensor(DispatchSensor):
                 reason += f" ({check.reason})"
             self.show_wait_reason(context, reason, reason)
             return PokeReturnValue(is_done=True, xcom_value=check.as_dict())
-        awaited = f"execution {admission}" if admission is not None else "its current execution"
-        reason = (
-            f"waiting for TrainJob {check.ref} to finish {awaited}: it runs execution "
-            f"{check.execution.admission} and has neither Complete nor Failed"
-        )
-        self.show_wait_reason(context, reason, f"still waiting for TrainJob {check.ref} to finish {awaited}")
+        reason, short = outcome_wait_reason(check, admission)
+        self.show_wait_reason(context, reason, short)
         return PokeReturnValue(is_done=False)
 
     def make_trigger(self, **kwargs: Any) -> TrainJobOutcomeTrigger:
+        known = waiting_fingerprint(self._last_check) if self._last_check is not None else None
+        kwargs.setdefault("known_fingerprint", known)
         return TrainJobOutcomeTrigger(self.namespace, self.name, admission=self.awaited_admission(), **kwargs)
 
     def execute_complete(self, context: Context, event: Mapping[str, Any] | None = None) -> Any:
@@ -96,21 +101,39 @@ class TrainJobOutcomeSensor(DispatchSensor):
         status = event.get("status")
         if status == "error":
             raise exception_for_event(event)
-        if status not in ("finished", "timeout"):
+        if status not in ("finished", "timeout", "progress"):
             raise AirflowException(f"TrainJobOutcomeTrigger sent an event this sensor does not know: {status!r}")
         check = _outcome_from_event(event)
         result = self.evaluate(context, check, self.awaited_admission())
         if result.is_done:
             return result.xcom_value
+        if status == "progress":
+            self.defer_wait(context, known_fingerprint=waiting_fingerprint(check))
         raise AirflowSensorTimeout(self.timeout_message(f"Sensor has timed out after {self.timeout:.0f}s"))
 
     def timeout_detail(self) -> str:
         if self._last_check is None:
             return f"TrainJob {self.ref} was never read successfully, so its outcome is unknown."
+        detail = str((self._last_check.waiting or {}).get("detail") or "")
+        said = "".join(f" {line.strip().rstrip('.')}." for line in detail.splitlines() if line.strip())
         return (
             f"TrainJob {self.ref} runs execution {self._last_check.execution.admission} and had not finished "
-            "(neither Complete nor Failed)."
+            f"(neither Complete nor Failed).{said}"
         )
+
+
+def outcome_wait_reason(check: OutcomeCheck, admission: int | None) -> tuple[str, str]:
+    """The wait reason while the TrainJob has not finished, and the short line logged while it does not change.
+
+    The first line is short and complete: whose outcome is awaited, then what keeps the TrainJob from finishing
+    and the remedy (`unfinished.Unfinished.first_line`); the details follow on their own lines. The explanation
+    is within `hooks.checks.UNFINISHED_LIMIT`, so the reason is within `payloads.WAIT_REASON_LIMIT`."""
+    awaited = f"execution {admission}" if admission is not None else "its current execution"
+    waiting = check.waiting or {}
+    head = f"waiting for TrainJob {check.ref} to finish {awaited} (it runs execution {check.execution.admission})"
+    detail = str(waiting.get("detail") or "it has neither Complete nor Failed")
+    headline = str(waiting.get("headline") or detail.splitlines()[0])
+    return f"{head}: {detail}", f"still waiting for TrainJob {check.ref} to finish {awaited}: {headline}"
 
 
 def _outcome_from_event(event: Mapping[str, Any]) -> OutcomeCheck:
@@ -125,7 +148,8 @@ def _outcome_from_event(event: Mapping[str, Any]) -> OutcomeCheck:
         reason=str(event.get("reason") or ""),
         message=str(event.get("message") or ""),
         resource_version=event.get("resource_version"),
+        waiting=event.get("waiting") if isinstance(event.get("waiting"), Mapping) else None,
     )
 
 
-__all__ = ["TrainJobOutcomeSensor"]
+__all__ = ["TrainJobOutcomeSensor", "outcome_wait_reason"]

@@ -14,6 +14,7 @@ from airflow_lab import Actor, AirflowLab, RunDag, Seen, find_wait_reasons
 from dispatch_lab.cluster import Cluster
 
 from airflow_provider_dispatch.dispatch import payloads
+from airflow_provider_dispatch.dispatch import vocabulary as v
 
 pytestmark = pytest.mark.airflow
 
@@ -51,11 +52,13 @@ def test_a_poke_timeout_says_cessation_was_not_proven(
     # the wait reason in the UI: the rendered field and the XCom, as the last poke left them
     rendered = result.rendered("drained")["wait_reason"]
     assert rendered == result.xcom("drained", key="wait_reason")
-    assert rendered.startswith(f"waiting for the pods of TrainJob {cluster.namespace}/ft-7 to go.")
-    assert f"{pod} on {node} (Ready=Unknown)" in rendered
+    # the first line is short and complete: the pod, its node, the node's state and the one-line remedy
+    headline = f"pod {pod} on {node} (Ready=Unknown): confirm {node} is powered off, then run `kubectl taint node "
+    assert rendered.startswith(f"waiting for the pods of TrainJob {cluster.namespace}/ft-7 to go: {headline}")
+    assert rendered.splitlines()[1] == f"remaining pods: {pod} on {node} (Ready=Unknown)"
     # the full reason once (it never changed), then a short line on every other poke
     assert out.count(rendered.splitlines()[0]) == 1
-    assert out.count(f"still waiting for TrainJob {cluster.namespace}/ft-7: remaining pods: {pod}") >= 2
+    assert out.count(f"still waiting for TrainJob {cluster.namespace}/ft-7: {headline}") >= 2
 
 
 def test_soft_fail_skips_on_timeout(cluster: Cluster, run_dag: RunDag, capfd: pytest.CaptureFixture[str]) -> None:
@@ -160,6 +163,50 @@ def test_the_outcome_sensor_reports_the_outcome(airflow_lab: AirflowLab, cluster
     assert result.task_state("outcome") == "success"  # a Failed TrainJob is an outcome, not a sensor failure
 
 
+def test_deferred_the_outcome_sensor_names_what_keeps_the_trainjob_from_finishing(
+    airflow_lab: AirflowLab, cluster: Cluster, run_dag: RunDag
+) -> None:
+    """Execution 2 runs; its pod's node is lost and the pod Terminating there, so Trainer cannot write Failed. The
+    deferred sensor's wait reason (rendered field and XCom) names the pod, the node, its state and the remedy on
+    its first line; the operator fences the node, the trigger reports progress and the reason follows; then
+    Trainer writes Failed and the sensor succeeds with that outcome."""
+    node = cluster.node("n1")
+    execution = cluster.running_execution("ft-7", runtime=cluster.runtime(), admission=2)
+    pod = cluster.pod("ft-7", node=node, execution=execution)
+    cluster.job_controller_deletes(pod)
+    cluster.lose_node(node)
+    mark = airflow_lab.probe.mark()
+    seen_reasons: list[dict[str, str]] = []
+
+    def story() -> None:
+        airflow_lab.probe.wait_for(lambda seen: node_reads(seen, node, by_trigger=True) >= 1, mark)
+        seen_reasons.append(find_wait_reasons("dispatch_outcome_deferrable", "outcome", cluster.namespace))
+        cluster.taint_out_of_service(node)
+        # the first trigger's re-check (progress), then the second trigger's first check
+        airflow_lab.probe.wait_for(lambda seen: node_reads(seen, node, by_trigger=True) >= 3, mark)
+        seen_reasons.append(find_wait_reasons("dispatch_outcome_deferrable", "outcome", cluster.namespace))
+        cluster.trainer_finishes("ft-7", "Failed")
+
+    actor = Actor(story).start()
+    result = run_dag("dispatch_outcome_deferrable", namespace=cluster.namespace, name="ft-7")
+    actor.join()
+    assert (result.task_state("outcome"), result.xcom("outcome")["outcome"]) == ("success", "Failed")
+
+    lost, fenced = seen_reasons
+    head = f"waiting for TrainJob {cluster.namespace}/ft-7 to finish its current execution (it runs execution 2): "
+    for reason in (lost["rendered"], lost["xcom"]):
+        assert reason.splitlines()[0] == (
+            f"{head}pod {pod} on {node} (Ready=Unknown): confirm {node} is powered off, then run "
+            f"`kubectl taint node {node} {v.TAINT_OUT_OF_SERVICE}=nodeshutdown:NoExecute`"
+        )
+        assert f"Node {node} is not Ready (Ready=Unknown)" in reason.splitlines()[1]
+        assert len(reason) <= payloads.WAIT_REASON_LIMIT
+    for reason in (fenced["rendered"], fenced["xcom"]):
+        assert reason.splitlines()[0].startswith(f"{head}pod {pod} on {node} (Ready=Unknown, out-of-service): ")
+        assert "PodGC deletes them" in reason.splitlines()[0]
+    assert [s for s in airflow_lab.probe.since(mark) if s.writes] == []
+
+
 def test_the_outcome_sensor_refuses_a_superseded_admission(
     cluster: Cluster, run_dag: RunDag, capfd: pytest.CaptureFixture[str]
 ) -> None:
@@ -216,10 +263,14 @@ def test_deferred_with_hundreds_of_pods_every_payload_stays_bounded_across_re_de
     # the XCom first: Airflow itself cuts a rendered field beyond 4096 characters (losing what follows)
     for reason in (while_deferred["xcom"], while_deferred["rendered"]):
         assert len(reason) <= payloads.WAIT_REASON_LIMIT
-        first_line, census = reason.splitlines()[:2]
-        assert first_line.startswith(f"waiting for the pods of TrainJob {cluster.namespace}/ft-7 to go. ")
-        assert f"{first_pods[0]} on " in first_line
-        assert " more" in first_line
+        first_line, remaining_line, census = reason.splitlines()[:3]
+        assert first_line.startswith(f"waiting for the pods of TrainJob {cluster.namespace}/ft-7 to go: ")
+        assert f" on {lost} (Ready=Unknown)" in first_line  # the most urgent node first, with its remedy
+        assert first_line.endswith(
+            f"then run `kubectl taint node {lost} {v.TAINT_OUT_OF_SERVICE}=nodeshutdown:NoExecute`"
+        )
+        assert f"{first_pods[0]} on " in remaining_line
+        assert " more" in remaining_line
         assert census.startswith("240 pods on 60 nodes: Ready=Unknown (1 node: ")
         for state in ("Ready=Unknown", "Ready=False", "Ready=Unknown, out-of-service", "Ready=True (57 nodes)"):
             assert state in census

@@ -110,8 +110,9 @@ def kubelet_confirms(cluster: Cluster, pod: str) -> None:
         ),
         TrainJobOutcomeTrigger("ns", "ft-7"),
         TrainJobOutcomeTrigger("ns", "ft-7", admission=3, recheck_interval=30.0, in_cluster=True),
+        TrainJobOutcomeTrigger("ns", "ft-7", known_fingerprint="f" * 64, report_progress=False),
     ],
-    ids=["drained-defaults", "drained-all", "outcome-defaults", "outcome-admission"],
+    ids=["drained-defaults", "drained-all", "outcome-defaults", "outcome-admission", "outcome-progress"],
 )
 def test_serialize_round_trips_through_serde_and_omits_defaults(trigger: BaseTrigger) -> None:
     classpath, kwargs = trigger.serialize()
@@ -445,11 +446,14 @@ def test_at_50000_pods_the_events_kwargs_wait_reasons_and_xcom_stay_bounded_acro
 
         _, reason, short = drain_wait_reason(event, accept_ceased=True, ref="ml/ft-7")
         assert len(reason) <= payloads.WAIT_REASON_LIMIT
-        first_line = reason.splitlines()[0]
+        first_line, remaining_line, census = reason.splitlines()[:3]
         first_pod = pod_on_node(remaining[0])  # `<pod> on <node> (<node state>)`
-        assert first_line.startswith(f"waiting for the pods of TrainJob ml/ft-7 to go. remaining pods: {first_pod}, ")
-        assert short.endswith(first_line.split(". ", 1)[1])
-        assert f"{len(remaining):,} pods on " in reason.splitlines()[1]
+        assert first_line.startswith("waiting for the pods of TrainJob ml/ft-7 to go: ")
+        assert "(Ready=Unknown)" in first_line
+        assert "kubectl taint node" in first_line
+        assert remaining_line.startswith(f"remaining pods: {first_pod}, ")
+        assert short.endswith(first_line.split(": ", 1)[1])
+        assert f"{len(remaining):,} pods on " in census
 
         trigger = sensor.make_trigger(
             deadline=1_900_000_000.0,
@@ -554,6 +558,52 @@ async def test_the_outcome_trigger_waits_for_the_awaited_execution(airflow_lab: 
         2,
         "AllJobsCompleted",
     )
+
+
+async def test_the_outcome_trigger_reports_a_node_lost_under_the_running_execution(
+    airflow_lab: AirflowLab, cluster: Cluster
+) -> None:
+    """Execution 2 runs with one pod on n1. The trigger waits; the node stops reporting: the node watch wakes it,
+    and it yields `progress` naming the pod, the node, its state and the taint command (the drain check's
+    remedy); a trigger deferred again with that fingerprint waits on, and yields `finished` once Trainer writes
+    Failed."""
+    runtime = cluster.runtime()
+    node = cluster.node("n1")
+    execution = cluster.running_execution("ft-7", runtime=runtime, admission=2)
+    pod = cluster.pod("ft-7", node=node, execution=execution)
+    mark = airflow_lab.probe.mark()
+    trigger = TrainJobOutcomeTrigger(cluster.namespace, "ft-7", recheck_interval=HOUR, **connection(airflow_lab))
+    running = asyncio.create_task(first_event(trigger))
+    await wait_for(airflow_lab, checks_answered("ft-7", 1, (node,)), mark)
+    assert not running.done()  # nothing blocks yet: no progress to report
+
+    await asyncio.to_thread(cluster.lose_node, node)
+    payload = await asyncio.wait_for(running, 30)
+    assert (payload["status"], payload["outcome"], payload["admission"]) == ("progress", None, 2)
+    waiting = payload["waiting"]
+    assert waiting["headline"] == (
+        f"pod {pod} on {node} (Ready=Unknown): confirm {node} is powered off, then run "
+        f"`kubectl taint node {node} {v.TAINT_OUT_OF_SERVICE}=nodeshutdown:NoExecute`"
+    )
+    assert f"Node {node} is not Ready (Ready=Unknown)" in waiting["detail"].splitlines()[1]
+    assert len(json.dumps(payload)) <= payloads.TRIGGER_EVENT_LIMIT
+
+    mark = airflow_lab.probe.mark()
+    again = TrainJobOutcomeTrigger(
+        cluster.namespace,
+        "ft-7",
+        known_fingerprint=waiting["fingerprint"],
+        recheck_interval=HOUR,
+        **connection(airflow_lab),
+    )
+    running = asyncio.create_task(first_event(again))
+    await wait_for(airflow_lab, checks_answered("ft-7", 1, (node,)), mark)
+    assert not running.done()  # the same explanation as shown: no progress
+    await asyncio.to_thread(cluster.trainer_finishes, "ft-7", "Failed")
+    payload = await asyncio.wait_for(running, 30)
+    assert (payload["status"], payload["outcome"]) == ("finished", "Failed")
+    assert "waiting" not in payload
+    assert [s for s in airflow_lab.probe.since(mark) if s.writes] == []
 
 
 async def test_the_outcome_trigger_refuses_a_superseded_execution(airflow_lab: AirflowLab, cluster: Cluster) -> None:

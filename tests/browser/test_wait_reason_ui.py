@@ -6,7 +6,11 @@ one of its pods freezes, the TrainJob is held, and `PodsDrainedSensor(deferrable
 for the pod that the frozen machine will never confirm stopped. While the sensor is DEFERRED the test opens the
 task instance in the UI and waits until the wait reason is on screen, naming the pod, its node and the node's
 state (`Ready=Unknown`), in the Rendered Templates tab (the field `wait_reason`) and in the Logs tab (the
-worker's line and the trigger's), saving a screenshot of each.
+worker's line and the trigger's), saving a screenshot of each. The reason's first line is short and complete
+(the pods, the node, `Ready=Unknown` and the one-line remedy, the taint command); the test measures where the
+remedy is drawn in the Logs tab (with its Wrap setting on, the `w` shortcut) and in the XCom tab, and requires
+every box of it inside the viewport and inside any box that clips it: readable without scrolling sideways (the
+Rendered Templates tab does not wrap). Screenshots of both are kept.
 
 The drill arms the lab's fencing agent for the frozen node; the test arms it for a billion lab seconds, so it
 never acts: cessation is the test's to prove, and only after the UI was checked. It does what an operator
@@ -26,7 +30,16 @@ import pytest
 from airflow_stack import AirflowStack
 from browser_support import Artifacts, DrillLab
 from processes import wait_until
-from ui_pages import open_and_wait_for, screenshot, scroll_into_view, task_instance_url
+from ui_pages import (
+    open_and_wait_for,
+    press,
+    screenshot,
+    scroll_into_view,
+    task_instance_url,
+    wait_until_on_screen,
+)
+
+from airflow_provider_dispatch.dispatch.explain import taint_command
 
 pytestmark = [pytest.mark.browser, pytest.mark.airflow, pytest.mark.slow, pytest.mark.timeout(1200)]
 
@@ -94,22 +107,33 @@ def test_the_deferred_sensor_shows_pod_node_and_node_state_in_the_ui(
         assert frozen["pod"] in stuck
         expected = [f"{pod} on {node} (Ready=Unknown)" for pod in stuck]
 
+        # the first line is short and complete: the pods, their node, its state and the one-line remedy (once the
+        # pods on the healthy nodes are gone, only the frozen node's remain)
+        remedy = f"confirm {node} is powered off, then run `{taint_command(node)}`"
+        pods_text = ("pod " if len(stuck) == 1 else "pods ") + ", ".join(stuck)
+        headline = (
+            f"waiting for the pods of TrainJob {namespace}/{name} to go: {pods_text} on {node} (Ready=Unknown): "
+            f"{remedy}"
+        )
+
         def deferred_with_reason() -> dict[str, Any] | None:
             ti = rest.task_instance(DAG_ID, run_id, SENSOR)
             reason = str((ti.get("rendered_fields") or {}).get("wait_reason", ""))
-            return ti if ti.get("state") == "deferred" and all(piece in reason for piece in expected) else None
+            shown = all(piece in reason for piece in expected) and reason.splitlines()[0] == headline
+            return ti if ti.get("state") == "deferred" and shown else None
 
         ti = wait_until(
-            f"{SENSOR} to be deferred with the wait reason {expected}",
+            f"{SENSOR} to be deferred with the wait reason {expected}, first line {headline!r}",
             deferred_with_reason,
             bound=DEFERRED_BOUND,
             services=airflow_stack.services,
             describe=lambda: f"{progress()}; {SENSOR}: {rest.task_instance(DAG_ID, run_id, SENSOR)}",
         )
         reason = str(ti["rendered_fields"]["wait_reason"])
-        assert reason.startswith(f"waiting for the pods of TrainJob {namespace}/{name} to go.")
         assert rest.xcom(DAG_ID, run_id, SENSOR, key="wait_reason") == reason
         first_line = reason.splitlines()[0]
+        assert first_line == headline
+        assert reason.splitlines()[1].startswith("remaining pods: ")  # the details follow on their own lines
 
         # --- what a person sees: Rendered Templates, then Logs -------------------------------------------------
         shown = open_and_wait_for(
@@ -130,6 +154,25 @@ def test_the_deferred_sensor_shows_pod_node_and_node_state_in_the_ui(
         )
         scroll_into_view(browser, expected[0])
         artifacts.keep(screenshot(browser, artifacts.path("wait-reason-logs.png")))
+        # the remedy, readable in the log without scrolling sideways once the log view wraps its lines: a person
+        # presses `w` (the Logs tab's Wrap shortcut; `[api] default_wrap = True` makes it the default)
+        press(browser, "w")
+        in_log = wait_until_on_screen(browser, remedy)
+        artifacts.keep(screenshot(browser, artifacts.path("wait-reason-remedy-logs.png")))
+        assert in_log["visible"], in_log
+        artifacts.notes.append(f"remedy in the log: {in_log['boxes']} in a {in_log['viewport']} px wide viewport")
+
+        # --- the XCom tab: the wait reason as a wrapped value, the remedy on screen --------------------------
+        open_and_wait_for(
+            browser,
+            task_instance_url(airflow_stack.base_url, DAG_ID, run_id, SENSOR, "xcom"),
+            ["wait_reason", remedy],
+        )
+        in_xcom = wait_until_on_screen(browser, remedy)
+        artifacts.keep(screenshot(browser, artifacts.path("wait-reason-remedy-xcom.png")))
+        assert in_xcom["visible"], in_xcom
+        assert all(box["right"] <= in_xcom["viewport"] for box in in_xcom["boxes"])
+        artifacts.notes.append(f"remedy in the XCom tab: {in_xcom['boxes']} in a {in_xcom['viewport']} px viewport")
         assert rest.task_instance(DAG_ID, run_id, SENSOR)["state"] == "deferred"  # still waiting: nothing proved
 
         # --- the operator proves cessation; the drill finishes ------------------------------------------------

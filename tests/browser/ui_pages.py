@@ -9,10 +9,15 @@ nothing), so a wait on the page body's text holding every expected piece is a wa
 The UI highlights rendered fields token by token, and Selenium reports those tokens on lines of their own
 (`waiting \nfor\n the pods ... (\nReady\n=\nUnknown\n)`), so text is compared with all whitespace removed.
 Waits are explicit (`WebDriverWait` on a condition), bounded, and on timeout say what the page showed instead.
+
+"On screen without scrolling sideways" is measured (`on_screen`): the boxes the browser drew a text in, against
+the viewport's width and every box that clips them. The Logs tab wraps long lines only when its Wrap setting is
+on (the `w` shortcut, or `[api] default_wrap`); the Rendered Templates tab never does.
 """
 
 from __future__ import annotations
 
+import contextlib
 import re
 import urllib.parse
 from collections.abc import Sequence
@@ -85,6 +90,91 @@ def scroll_into_view(driver: Any, text: str) -> bool:
     return bool(driver.execute_script(script, text))
 
 
+def on_screen(driver: Any, text: str) -> dict[str, Any]:
+    """Where `text` (compared without whitespace) is drawn, as a person would have to find it: the page scrolled
+    vertically to its first occurrence (never sideways), then the on-screen boxes of that very text (a DOM `Range`
+    over it, so a long line around it counts only if the text itself runs off), the viewport's width, and
+    whether every box is inside the viewport and inside each box that clips it (an ancestor with `overflow` other
+    than `visible`): `visible` is True only when the whole text can be read without scrolling horizontally."""
+    script = r"""
+        const wanted = arguments[0].replace(/\s+/g, '');
+        const walker = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
+        const chars = [];  // every non-space character of the page: [text node, offset]
+        for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+            const data = node.data;
+            for (let i = 0; i < data.length; i++) { if (!/\s/.test(data[i])) { chars.push([node, i]); } }
+        }
+        const squashed = chars.map(([node, i]) => node.data[i]).join('');
+        const measure = (at) => {
+            const range = document.createRange();
+            range.setStart(chars[at][0], chars[at][1]);
+            const [endNode, endOffset] = chars[at + wanted.length - 1];
+            range.setEnd(endNode, endOffset + 1);
+            return range;
+        };
+        let at = squashed.indexOf(wanted);
+        const result = {found: false, visible: false, viewport: window.innerWidth, boxes: [], clipped_by: []};
+        while (at >= 0) {
+            const range = measure(at);
+            const rects = Array.from(range.getClientRects()).filter(r => r.width > 0 && r.height > 0);
+            if (rects.length) {
+                result.found = true;
+                const first = rects[0];
+                if (first.top < 0 || first.bottom > window.innerHeight) {
+                    range.startContainer.parentElement.scrollIntoView({block: 'center', inline: 'nearest'});
+                }
+                for (let e = range.startContainer.parentElement; e; e = e.parentElement) { e.scrollLeft = 0; }
+                const boxes = Array.from(range.getClientRects()).filter(r => r.width > 0 && r.height > 0);
+                result.boxes = boxes.map(r => ({left: r.left, right: r.right, top: r.top, bottom: r.bottom}));
+                const clips = [];
+                for (let e = range.commonAncestorContainer.parentElement || range.commonAncestorContainer;
+                     e && e !== document.documentElement; e = e.parentElement) {
+                    const style = getComputedStyle(e);
+                    if (style.overflowX !== 'visible') {
+                        const box = e.getBoundingClientRect();
+                        if (boxes.some(r => r.left < box.left - 1 || r.right > box.right + 1)) {
+                            clips.push(`${e.tagName.toLowerCase()}.${e.className}`.slice(0, 120));
+                        }
+                    }
+                }
+                result.clipped_by = clips;
+                result.visible = clips.length === 0 && boxes.every(r => r.left >= 0 && r.right <= window.innerWidth);
+                return result;
+            }
+            at = squashed.indexOf(wanted, at + 1);
+        }
+        return result;
+    """
+    found: dict[str, Any] = driver.execute_script(script, text)
+    return found
+
+
+def wait_until_on_screen(driver: Any, text: str, bound: float = SHOW_BOUND) -> dict[str, Any]:
+    """Wait until `text` is drawn whole inside the viewport (`on_screen`: found and visible); return the last
+    measurement either way, so that the caller's assertion says where it was drawn instead."""
+    from selenium.common.exceptions import TimeoutException
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    last: dict[str, Any] = {}
+
+    def readable(d: Any) -> bool:
+        last.clear()
+        last.update(on_screen(d, text))
+        return bool(last["found"] and last["visible"])
+
+    with contextlib.suppress(TimeoutException):
+        WebDriverWait(driver, bound, poll_frequency=0.5).until(readable)
+    return dict(last)
+
+
+def press(driver: Any, key: str) -> None:
+    """Press `key` with nothing focused (the page's keyboard shortcuts listen on the document), as a person would."""
+    from selenium.webdriver.common.by import By
+
+    driver.execute_script("document.activeElement && document.activeElement.blur();")
+    driver.find_element(By.TAG_NAME, "body").send_keys(key)
+
+
 def screenshot(driver: Any, path: Path) -> Path:
     if not driver.save_screenshot(str(path)):
         raise AssertionError(f"Chromium could not save a screenshot to {path}")
@@ -94,10 +184,13 @@ def screenshot(driver: Any, path: Path) -> Path:
 __all__ = [
     "SHOW_BOUND",
     "missing_from",
+    "on_screen",
     "open_and_wait_for",
+    "press",
     "screenshot",
     "scroll_into_view",
     "squash",
     "task_instance_url",
     "visible_text",
+    "wait_until_on_screen",
 ]

@@ -144,9 +144,47 @@ def test_running(cli_lab: CliLab, cluster: Cluster) -> None:
     assert (row["STATE"], row["ADMISSION"]) == ("running", "2")
     assert "Cause:   execution 2 admitted" in result.stdout
     assert section(result.stdout, "Detail:") == [
-        f"TrainJob {ref} runs execution 2 of job id ft-3, submission 1; 1 of its pods are not finished"
+        f"TrainJob {ref} runs execution 2 of job id ft-3, submission 1; 1 of its pods are not finished",
+        "nothing keeps it from finishing: pods of execution 2 not finished: 1 Running",
     ]
     assert "Remaining pods" not in result.stdout
+    assert section(result.stdout, "Pods not finished: 1")[1].split()[1:] == ["Running", "no", node, "Ready=True", "no"]
+
+
+def test_running_on_a_lost_node_names_the_pod_its_node_and_the_remedy(cli_lab: CliLab, cluster: Cluster) -> None:
+    """The TrainJob runs, one pod is Terminating on a node that stopped reporting: Trainer will not write Failed
+    until that pod goes, and `dispatch status` says so, with the drain check's remedy."""
+    runtime = cluster.runtime()
+    lost, fine = cluster.node("n1"), cluster.node("n2")
+    execution = cluster.running_execution("ft-4", runtime=runtime, admission=2)
+    stuck = cluster.pod("ft-4", node=lost, index=0, execution=execution)
+    cluster.pod("ft-4", node=fine, index=1, execution=execution)
+    cluster.job_controller_deletes(stuck)
+    cluster.lose_node(lost)
+    pending = cluster.pod(
+        "ft-4",
+        node=None,
+        index=2,
+        execution=execution,
+        phase="Pending",
+        conditions=[{"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": "0/2 nodes fit"}],
+    )
+
+    result = cli_lab.run("status", f"{cluster.namespace}/ft-4")
+
+    assert result.exit_code == 0, result.output
+    assert header_row(result.stdout)["STATE"] == "running"
+    rows = {line.split()[0]: line.split()[1:] for line in section(result.stdout, "Pods not finished: 3")[1:]}
+    assert rows[stuck] == ["Running", "yes", lost, "Ready=Unknown", "no"]
+    detail = section(result.stdout, "Detail:")
+    assert detail[1] == (
+        f"pod {stuck} on {lost} (Ready=Unknown): confirm {lost} is powered off, then run `{taint_command(lost)}` "
+        "(and 1 more below)"
+    )
+    assert detail[2].startswith(f"pod {pending} Pending (Unschedulable): add capacity")
+    assert f"Node {lost} is not Ready (Ready=Unknown)" in detail[3]
+    assert f"pod {pending}: Unschedulable: 0/2 nodes fit" in detail
+    assert "--force" not in result.stdout
 
 
 def test_find_shows_the_newest_submission(cli_lab: CliLab, cluster: Cluster) -> None:

@@ -10,6 +10,7 @@ from airflow_provider_dispatch.dispatch import AsyncDispatchAdapter, payloads
 from airflow_provider_dispatch.dispatch import vocabulary as v
 from airflow_provider_dispatch.dispatch.assessment import Execution
 from airflow_provider_dispatch.dispatch.errors import PodsRemainError
+from airflow_provider_dispatch.hooks.checks import outcome_check
 from airflow_provider_dispatch.kueue.api import KubeApi
 from airflow_provider_dispatch.kueue.clock import WallClock
 from airflow_provider_dispatch.kueue.reconciler import Reconciler
@@ -160,3 +161,38 @@ async def test_the_admission_check_message_stays_within_its_limit_with_hundreds_
     assert " more; 300 pods on 100 nodes: Ready=Unknown (1 node: " in message
     for group in ("Ready=False (1 node: ", "Ready=Unknown, out-of-service (1 node: ", "Ready=True (97 nodes)"):
         assert group in message
+
+
+async def test_the_outcome_check_names_a_workload_not_admitted_and_then_evicted(
+    adapter: Either, cluster: Cluster
+) -> None:
+    """The outcome check through either adapter, under Kueue: while no quota is reserved the explanation names the
+    Workload and Kueue's message; once admitted and running, an eviction is named with its reason."""
+    ref, workload = queued(cluster)
+
+    def set_conditions(*conditions: dict[str, str]) -> None:
+        cluster.custom.patch_namespaced_custom_object_status(
+            v.WORKLOAD.group,
+            v.WORKLOAD.version,
+            cluster.namespace,
+            v.WORKLOAD.plural,
+            workload["metadata"]["name"],
+            {"status": {"conditions": [{**c, "lastTransitionTime": "2026-08-21T10:00:00Z"} for c in conditions]}},
+            _content_type="application/merge-patch+json",
+        )
+
+    set_conditions(
+        {"type": "QuotaReserved", "status": "False", "reason": "Pending", "message": "insufficient nvidia.com/gpu"}
+    )
+    check = await adapter.call("run", outcome_check(ref, adapter.adapter.operations))
+    assert check.outcome is None
+    assert check.waiting["headline"] == (
+        "Workload trainjob-ft-7-3f9a1 is not admitted: no quota is reserved for it; free or add quota in its "
+        "ClusterQueue"
+    )
+    assert "QuotaReserved=False: Pending: insufficient nvidia.com/gpu" in check.waiting["detail"]
+
+    set_conditions({"type": "Evicted", "status": "True", "reason": "Preempted", "message": "preempted by ml/big"})
+    check = await adapter.call("run", outcome_check(ref, adapter.adapter.operations))
+    assert check.waiting["headline"].startswith("Workload trainjob-ft-7-3f9a1 was evicted (Preempted): ")
+    assert "Evicted: Preempted: preempted by ml/big" in check.waiting["detail"]
