@@ -13,25 +13,53 @@ unloadable kubeconfig); 2 usage; 3 unreachable or a failed call worth retrying.
 from __future__ import annotations
 
 import asyncio
-import json
 import signal
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Generic, NoReturn, TypeVar
 
 import click
 
 from airflow_provider_dispatch import __version__
-from airflow_provider_dispatch.dispatch.assessment import Status
-from airflow_provider_dispatch.dispatch.errors import DispatchError, InvalidNameError
+from airflow_provider_dispatch.cli_options import (
+    MACHINE_OUTPUTS,
+    MachineUsageError,
+    OutputCommand,
+    checked,
+    cluster_options,
+    context_namespace,
+)
+from airflow_provider_dispatch.dispatch import vocabulary
+from airflow_provider_dispatch.dispatch.assessment import Mode, Status
+from airflow_provider_dispatch.dispatch.errors import DispatchError
 from airflow_provider_dispatch.dispatch.evidence import DEFAULT_SETTLE_SECONDS
 from airflow_provider_dispatch.dispatch.policy import RISKS
-from airflow_provider_dispatch.dispatch.validation import Ref, parse_ref, validate_job_id, validate_namespace
-from airflow_provider_dispatch.status_view import creation_time, error_dict, exit_code, render_json, render_text
+from airflow_provider_dispatch.dispatch.programs import Listed
+from airflow_provider_dispatch.dispatch.validation import (
+    Ref,
+    parse_ref,
+    validate_job_id,
+    validate_namespace,
+    validate_trainjob_name,
+)
+from airflow_provider_dispatch.dispatch.vocabulary import ApiCoordinates
+from airflow_provider_dispatch.list_view import list_document, render_list_rows
+from airflow_provider_dispatch.status_view import (
+    EXIT_OK,
+    EXIT_REFUSED,
+    creation_time,
+    error_dict,
+    exit_code,
+    render_document,
+    render_text,
+)
 
 if TYPE_CHECKING:
     from airflow_provider_dispatch.dispatch.sync_adapter import DispatchAdapter
+
+_T = TypeVar("_T")
 
 
 @click.group()
@@ -40,117 +68,229 @@ def main() -> None:
     """Restart Kubeflow Trainer TrainJobs without ever running two executions at once."""
 
 
-# --- status and find ------------------------------------------------------------------------------------------
+# --- status, find and list -----------------------------------------------------------------------------------
 
 
-def _valid(check: Callable[[str], object]) -> Callable[[click.Context, click.Parameter, str], str]:
-    """A click callback that turns an `InvalidNameError` into a usage error (exit 2) before anything runs."""
-
-    def callback(ctx: click.Context, param: click.Parameter, value: str) -> str:
-        try:
-            check(value)
-        except InvalidNameError as error:
-            raise click.BadParameter(error.message, ctx=ctx, param=param) from None
-        return value
-
-    return callback
+def _trainjob(text: str) -> object:
+    """`NAMESPACE/NAME` or, as kubectl takes it, a bare `NAME` (its namespace from -n or the context)."""
+    return parse_ref(text) if "/" in text else validate_trainjob_name(text)
 
 
-def _cluster_options(command: Callable[..., None]) -> Callable[..., None]:
-    """The options every command that reads a cluster takes, kubectl's names where kubectl has one."""
-    options = [
-        click.option(
-            "--kubeconfig",
-            type=click.Path(dir_okay=False, path_type=Path),
-            default=None,
-            help="Kubeconfig file to use (default: $KUBECONFIG, else ~/.kube/config).",
-        ),
-        click.option("--context", default=None, help="Kubeconfig context to use (default: its current context)."),
-        click.option(
-            "--output",
-            "-o",
-            type=click.Choice(["text", "json"]),
-            default="text",
-            show_default=True,
-            help="text for a person; json (Status.as_dict()) for a script.",
-        ),
-        click.option(
-            "--request-timeout",
-            type=click.FloatRange(min=0, min_open=True),
-            default=None,
-            help="Seconds to wait for each API call to connect and to answer (default: 10 to connect, 60 to answer).",
-        ),
-    ]
-    for option in reversed(options):
-        command = option(command)
-    return command
+def _namespace(given: str | None, in_argument: str | None, options: ClusterOptions) -> str:
+    """The namespace: one given twice must agree; else -n, else the kubeconfig context's (kubectl's rule)."""
+    if given is not None and in_argument is not None and given != in_argument:
+        message = f"the namespace {in_argument!r} in the argument differs from --namespace {given!r}"
+        if options.output in MACHINE_OUTPUTS:
+            raise MachineUsageError(message, options.output)
+        raise click.UsageError(message)
+    return in_argument or given or context_namespace(options.kubeconfig, options.context)
 
 
-def _report(
-    read: Callable[[DispatchAdapter, datetime], Status],
-    kubeconfig: Path | None,
-    context: str | None,
-    output: str,
-    request_timeout: float | None,
-) -> None:
-    """Run one read on a read-only adapter and print the status, or the error with its exit code."""
+@dataclass(frozen=True)
+class ClusterOptions:
+    kubeconfig: Path | None
+    context: str | None
+    output: str
+    request_timeout: float | None
+    watch: bool = False
+
+
+@dataclass(frozen=True)
+class Shown(Generic[_T]):
+    """How one command shows its answer: first, again after a change (None: unchanged), and its exit code."""
+
+    first: Callable[[_T, datetime], str]
+    again: Callable[[_T, _T, datetime], str | None]
+    sources: Callable[[_T], list[tuple[ApiCoordinates, str | None]]]
+    code: Callable[[_T], int] = lambda _: EXIT_OK
+
+
+def _fail(error: DispatchError, output: str) -> NoReturn:
+    if output in MACHINE_OUTPUTS:
+        click.echo(render_document(error_dict(error), output))
+    else:
+        click.echo(f"Error: {error.message}", err=True)
+    raise click.exceptions.Exit(exit_code(error)) from None
+
+
+def _report(read: Callable[[DispatchAdapter, datetime], _T], shown: Shown[_T], options: ClusterOptions) -> None:
+    """Run a read on a read-only adapter and print it (again on each change with --watch), or fail."""
     from airflow_provider_dispatch.dispatch.sync_adapter import DispatchAdapter
 
-    now = datetime.now(UTC)
-    options = {} if request_timeout is None else {"request_timeout": (request_timeout, request_timeout)}
+    timeout = options.request_timeout
+    extra = {} if timeout is None else {"request_timeout": (timeout, timeout)}
     try:
-        with DispatchAdapter.from_kubeconfig(kubeconfig, context=context, read_only=True, **options) as adapter:
-            status = read(adapter, now)
-            created = _created(adapter, status.ref) if output == "text" else None
+        with DispatchAdapter.from_kubeconfig(
+            options.kubeconfig, context=options.context, read_only=True, **extra
+        ) as adapter:
+            answer = read(adapter, datetime.now(UTC))
+            if not options.watch:
+                text = shown.first(answer, datetime.now(UTC))
+                if text:
+                    click.echo(text)
+                raise click.exceptions.Exit(shown.code(answer))
+            from airflow_provider_dispatch.cli_watch import Streams, follow
+
+            streams = Streams(adapter.api_client, shown.sources(answer))
+            streams.start()
+            answers = iter([answer])
+            try:
+                follow(
+                    lambda: next(answers, None) or read(adapter, datetime.now(UTC)),
+                    lambda first: shown.first(first, datetime.now(UTC)),
+                    lambda before, after: shown.again(before, after, datetime.now(UTC)),
+                    streams.changed,
+                    click.echo,
+                )
+            finally:
+                streams.stop()
     except DispatchError as error:
-        if output == "json":
-            click.echo(json.dumps(error_dict(error), indent=2))
-        else:
-            click.echo(f"Error: {error.message}", err=True)
-        raise click.exceptions.Exit(exit_code(error)) from None
-    click.echo(render_json(status) if output == "json" else render_text(status, created=created, now=now))
+        _fail(error, options.output)
 
 
-def _created(adapter: DispatchAdapter, ref: str) -> datetime | None:
-    """The TrainJob's creation time, for AGE only: a failed read shows `<unknown>` rather than failing."""
-    from airflow_provider_dispatch.dispatch import vocabulary
+def _status_sources(status: Status) -> list[tuple[ApiCoordinates, str | None]]:
+    """What a status depends on: the TrainJob, its JobSet and Jobs, its pods, their nodes (and its Workload)."""
+    namespace = parse_ref(status.ref).namespace
+    kinds = [vocabulary.TRAINJOB, vocabulary.JOBSET, vocabulary.JOB, vocabulary.POD]
+    if status.mode is Mode.KUEUE:
+        kinds.append(vocabulary.WORKLOAD)
+    return [(kind, namespace) for kind in kinds] + [(vocabulary.NODE, None)]
+
+
+def _status_shown(output: str) -> Shown[tuple[Status, datetime | None]]:
+    def first(answer: tuple[Status, datetime | None], now: datetime) -> str:
+        status, created = answer
+        if output in MACHINE_OUTPUTS:
+            return render_document(status.as_dict(), output)
+        return render_text(status, created=created, now=now)
+
+    def again(before: tuple[Status, datetime | None], after: tuple[Status, datetime | None], now: datetime) -> str:
+        if before[0].as_dict() == after[0].as_dict():
+            return ""
+        return first(after, now) if output in MACHINE_OUTPUTS else "\n" + first(after, now)
+
+    return Shown(first, again, lambda answer: _status_sources(answer[0]))
+
+
+def _with_created(status: Status, adapter: DispatchAdapter) -> tuple[Status, datetime | None]:
+    """The status and the TrainJob's creation time, for AGE only: a failed read shows `<unknown>`."""
     from airflow_provider_dispatch.dispatch.programs import ApiFailure, GetObject
 
-    target = parse_ref(ref)
+    target = parse_ref(status.ref)
     answer = adapter.respond(GetObject(vocabulary.TRAINJOB, target.namespace, target.name))
-    return None if isinstance(answer, ApiFailure) else creation_time(answer)
+    return status, None if isinstance(answer, ApiFailure) else creation_time(answer)
 
 
-@main.command()
-@click.argument("ref", metavar="NAMESPACE/NAME", callback=_valid(parse_ref))
-@_cluster_options
-def status(ref: str, kubeconfig: Path | None, context: str | None, output: str, request_timeout: float | None) -> None:
+@main.command(cls=OutputCommand)
+@click.argument("ref", metavar="[NAMESPACE/]NAME", callback=checked(_trainjob))
+@cluster_options(watch=True)
+def status(
+    ref: str,
+    kubeconfig: Path | None,
+    context: str | None,
+    namespace: str | None,
+    output: str,
+    request_timeout: float | None,
+    watch: bool,
+) -> None:
     """Show the state of one TrainJob: its execution, and what keeps it from running.
 
     While pods of the previous execution remain, it lists each with its node's state and says what would
     unblock it. It writes nothing.
     """
-    target: Ref = parse_ref(ref)
-    _report(lambda adapter, now: adapter.inspect(target, now=now), kubeconfig, context, output, request_timeout)
+    options = ClusterOptions(kubeconfig, context, output, request_timeout, watch)
+    in_argument, _, name = ref.rpartition("/")
+    target = Ref(_namespace(namespace, in_argument or None, options), name)
+    _report(
+        lambda adapter, now: _with_created(adapter.inspect(target, now=now), adapter), _status_shown(output), options
+    )
 
 
-@main.command()
-@click.argument("namespace", callback=_valid(validate_namespace))
-@click.option("--job-id", required=True, callback=_valid(validate_job_id), help="The dispatch job id to find.")
-@_cluster_options
+@main.command(cls=OutputCommand)
+@click.argument("namespace_argument", metavar="[NAMESPACE]", required=False, callback=checked(validate_namespace))
+@click.option("--job-id", required=True, callback=checked(validate_job_id), help="The dispatch job id to find.")
+@cluster_options(watch=True)
 def find(
-    namespace: str,
+    namespace_argument: str | None,
     job_id: str,
     kubeconfig: Path | None,
     context: str | None,
+    namespace: str | None,
     output: str,
     request_timeout: float | None,
+    watch: bool,
 ) -> None:
-    """Show the newest TrainJob of a job id in NAMESPACE (its current submission), as `status` does.
+    """Show the newest TrainJob of a job id (its current submission), as `status` does.
 
-    It writes nothing.
+    The namespace is the argument, or -n, or the kubeconfig context's. It writes nothing.
     """
-    _report(lambda adapter, now: adapter.find(namespace, job_id, now=now), kubeconfig, context, output, request_timeout)
+    options = ClusterOptions(kubeconfig, context, output, request_timeout, watch)
+    where = _namespace(namespace, namespace_argument, options)
+    _report(
+        lambda adapter, now: _with_created(adapter.find(where, job_id, now=now), adapter),
+        _status_shown(output),
+        options,
+    )
+
+
+def _list_shown(output: str, namespaces: bool, scope: str | None) -> Shown[tuple[Listed, ...]]:
+    wide = output == "wide"
+
+    def first(entries: tuple[Listed, ...], now: datetime) -> str:
+        for entry in entries:
+            if entry.refused is not None and output not in MACHINE_OUTPUTS:
+                click.echo(f"Error: {entry.refused.message}", err=True)
+        if output in MACHINE_OUTPUTS:
+            return render_document(list_document(entries), output)
+        if not any(entry.status is not None for entry in entries):
+            where = "any namespace" if scope is None else f"namespace {scope}"
+            click.echo(f"No TrainJobs managed by dispatch found in {where}.", err=True)
+            return ""
+        return "\n".join(render_list_rows(entries, now, wide=wide, namespaces=namespaces))
+
+    def again(before: tuple[Listed, ...], after: tuple[Listed, ...], now: datetime) -> str | None:
+        seen = {entry.ref: entry.status.as_dict() for entry in before if entry.status is not None}
+        changed = [e for e in after if e.status is not None and seen.get(e.ref) != e.status.as_dict()]
+        if not changed:
+            return None
+        if output in MACHINE_OUTPUTS:
+            return render_document(list_document(changed), output)
+        return "\n".join(render_list_rows(changed, now, wide=wide, namespaces=namespaces, header=False))
+
+    def sources(entries: tuple[Listed, ...]) -> list[tuple[ApiCoordinates, str | None]]:
+        kinds = [vocabulary.TRAINJOB, vocabulary.JOBSET, vocabulary.JOB, vocabulary.POD]
+        if any(entry.status is not None and entry.status.mode is Mode.KUEUE for entry in entries):
+            kinds.append(vocabulary.WORKLOAD)
+        return [(kind, scope) for kind in kinds] + [(vocabulary.NODE, None)]
+
+    def code(entries: tuple[Listed, ...]) -> int:
+        return EXIT_REFUSED if any(entry.refused is not None for entry in entries) else EXIT_OK
+
+    return Shown(first, again, sources, code)
+
+
+@main.command("list", cls=OutputCommand)
+@cluster_options(watch=True, all_namespaces=True)
+def list_command(
+    kubeconfig: Path | None,
+    context: str | None,
+    namespace: str | None,
+    output: str,
+    request_timeout: float | None,
+    watch: bool,
+    all_namespaces: bool,
+) -> None:
+    """List the TrainJobs dispatch manages: state, execution, age, and what blocks each.
+
+    Each TrainJob that carries dispatch's job-id label is assessed as `status` assesses it. One that cannot be
+    (its labels are not dispatch's) is reported on standard error, or under "errors" in json and yaml, and the
+    exit code is then 1. It writes nothing.
+    """
+    options = ClusterOptions(kubeconfig, context, output, request_timeout, watch)
+    scope = None if all_namespaces else _namespace(namespace, None, options)
+    _report(
+        lambda adapter, now: adapter.list_managed(scope, now=now), _list_shown(output, all_namespaces, scope), options
+    )
 
 
 # --- the lab --------------------------------------------------------------------------------------------------
