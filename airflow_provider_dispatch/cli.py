@@ -1,65 +1,39 @@
-"""The `dispatch` command: status and find for a person or a script, and the lab.
+"""The `dispatch` command: status, find and list for a person or a script, and the lab.
 
 Kept free of Airflow imports so that `dispatch status` and `dispatch lab` start in a fraction of the time
 `airflow` takes; the Kubernetes client is imported only by the commands that talk to a cluster.
 
-`dispatch status` and `dispatch find` write nothing: they run on a read-only adapter, which refuses any write
+`dispatch status`, `find` and `list` write nothing: they run on a read-only adapter, which refuses any write
 before it is sent (dispatch/sync_adapter.py). Their arguments are validated before the kubeconfig is even
-read, so a name such as `a,b` is a usage error (exit 2) and never becomes a request. Exit codes are
+read, so a name such as `a,b` is a usage error (exit 2) and never becomes a request. Their options are kubectl's
+(cli_options.py); how they run and print, once or with --watch, is cli_report.py's. Exit codes are
 `status_view.EXIT_*`: 0 the status was printed; 1 refused (not found, not managed by dispatch, forbidden, an
-unloadable kubeconfig); 2 usage; 3 unreachable or a failed call worth retrying.
+unloadable kubeconfig, a listed TrainJob that could not be assessed); 2 usage; 3 unreachable or a failed call
+worth retrying.
 """
 
 from __future__ import annotations
 
 import asyncio
 import signal
-from collections.abc import Callable
-from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Generic, NoReturn, TypeVar
 
 import click
 
 from airflow_provider_dispatch import __version__
 from airflow_provider_dispatch.cli_options import (
-    MACHINE_OUTPUTS,
-    MachineUsageError,
+    ClusterOptions,
     OutputCommand,
     checked,
     cluster_options,
-    context_namespace,
+    resolve_namespace,
+    trainjob_argument,
 )
-from airflow_provider_dispatch.dispatch import vocabulary
-from airflow_provider_dispatch.dispatch.assessment import Mode, Status
+from airflow_provider_dispatch.cli_report import list_shown, report, status_shown, with_created
 from airflow_provider_dispatch.dispatch.errors import DispatchError
 from airflow_provider_dispatch.dispatch.evidence import DEFAULT_SETTLE_SECONDS
 from airflow_provider_dispatch.dispatch.policy import RISKS
-from airflow_provider_dispatch.dispatch.programs import Listed
-from airflow_provider_dispatch.dispatch.validation import (
-    Ref,
-    parse_ref,
-    validate_job_id,
-    validate_namespace,
-    validate_trainjob_name,
-)
-from airflow_provider_dispatch.dispatch.vocabulary import ApiCoordinates
-from airflow_provider_dispatch.list_view import list_document, render_list_rows
-from airflow_provider_dispatch.status_view import (
-    EXIT_OK,
-    EXIT_REFUSED,
-    creation_time,
-    error_dict,
-    exit_code,
-    render_document,
-    render_text,
-)
-
-if TYPE_CHECKING:
-    from airflow_provider_dispatch.dispatch.sync_adapter import DispatchAdapter
-
-_T = TypeVar("_T")
+from airflow_provider_dispatch.dispatch.validation import Ref, validate_job_id, validate_namespace
 
 
 @click.group()
@@ -71,118 +45,8 @@ def main() -> None:
 # --- status, find and list -----------------------------------------------------------------------------------
 
 
-def _trainjob(text: str) -> object:
-    """`NAMESPACE/NAME` or, as kubectl takes it, a bare `NAME` (its namespace from -n or the context)."""
-    return parse_ref(text) if "/" in text else validate_trainjob_name(text)
-
-
-def _namespace(given: str | None, in_argument: str | None, options: ClusterOptions) -> str:
-    """The namespace: one given twice must agree; else -n, else the kubeconfig context's (kubectl's rule)."""
-    if given is not None and in_argument is not None and given != in_argument:
-        message = f"the namespace {in_argument!r} in the argument differs from --namespace {given!r}"
-        if options.output in MACHINE_OUTPUTS:
-            raise MachineUsageError(message, options.output)
-        raise click.UsageError(message)
-    return in_argument or given or context_namespace(options.kubeconfig, options.context)
-
-
-@dataclass(frozen=True)
-class ClusterOptions:
-    kubeconfig: Path | None
-    context: str | None
-    output: str
-    request_timeout: float | None
-    watch: bool = False
-
-
-@dataclass(frozen=True)
-class Shown(Generic[_T]):
-    """How one command shows its answer: first, again after a change (None: unchanged), and its exit code."""
-
-    first: Callable[[_T, datetime], str]
-    again: Callable[[_T, _T, datetime], str | None]
-    sources: Callable[[_T], list[tuple[ApiCoordinates, str | None]]]
-    code: Callable[[_T], int] = lambda _: EXIT_OK
-
-
-def _fail(error: DispatchError, output: str) -> NoReturn:
-    if output in MACHINE_OUTPUTS:
-        click.echo(render_document(error_dict(error), output))
-    else:
-        click.echo(f"Error: {error.message}", err=True)
-    raise click.exceptions.Exit(exit_code(error)) from None
-
-
-def _report(read: Callable[[DispatchAdapter, datetime], _T], shown: Shown[_T], options: ClusterOptions) -> None:
-    """Run a read on a read-only adapter and print it (again on each change with --watch), or fail."""
-    from airflow_provider_dispatch.dispatch.sync_adapter import DispatchAdapter
-
-    timeout = options.request_timeout
-    extra = {} if timeout is None else {"request_timeout": (timeout, timeout)}
-    try:
-        with DispatchAdapter.from_kubeconfig(
-            options.kubeconfig, context=options.context, read_only=True, **extra
-        ) as adapter:
-            answer = read(adapter, datetime.now(UTC))
-            if not options.watch:
-                text = shown.first(answer, datetime.now(UTC))
-                if text:
-                    click.echo(text)
-                raise click.exceptions.Exit(shown.code(answer))
-            from airflow_provider_dispatch.cli_watch import Streams, follow
-
-            streams = Streams(adapter.api_client, shown.sources(answer))
-            streams.start()
-            answers = iter([answer])
-            try:
-                follow(
-                    lambda: next(answers, None) or read(adapter, datetime.now(UTC)),
-                    lambda first: shown.first(first, datetime.now(UTC)),
-                    lambda before, after: shown.again(before, after, datetime.now(UTC)),
-                    streams.changed,
-                    click.echo,
-                )
-            finally:
-                streams.stop()
-    except DispatchError as error:
-        _fail(error, options.output)
-
-
-def _status_sources(status: Status) -> list[tuple[ApiCoordinates, str | None]]:
-    """What a status depends on: the TrainJob, its JobSet and Jobs, its pods, their nodes (and its Workload)."""
-    namespace = parse_ref(status.ref).namespace
-    kinds = [vocabulary.TRAINJOB, vocabulary.JOBSET, vocabulary.JOB, vocabulary.POD]
-    if status.mode is Mode.KUEUE:
-        kinds.append(vocabulary.WORKLOAD)
-    return [(kind, namespace) for kind in kinds] + [(vocabulary.NODE, None)]
-
-
-def _status_shown(output: str) -> Shown[tuple[Status, datetime | None]]:
-    def first(answer: tuple[Status, datetime | None], now: datetime) -> str:
-        status, created = answer
-        if output in MACHINE_OUTPUTS:
-            return render_document(status.as_dict(), output)
-        return render_text(status, created=created, now=now)
-
-    def again(before: tuple[Status, datetime | None], after: tuple[Status, datetime | None], now: datetime) -> str:
-        if before[0].as_dict() == after[0].as_dict():
-            return ""
-        return first(after, now) if output in MACHINE_OUTPUTS else "\n" + first(after, now)
-
-    return Shown(first, again, lambda answer: _status_sources(answer[0]))
-
-
-def _with_created(status: Status, adapter: DispatchAdapter) -> tuple[Status, datetime | None]:
-    """The status and the TrainJob's creation time, for AGE only: a failed read shows `<unknown>`."""
-    from airflow_provider_dispatch.dispatch.programs import ApiFailure, GetObject
-
-    target = parse_ref(status.ref)
-    answer = adapter.respond(GetObject(vocabulary.TRAINJOB, target.namespace, target.name))
-    return status, None if isinstance(answer, ApiFailure) else creation_time(answer)
-
-
 @main.command(cls=OutputCommand)
-@click.argument("ref", metavar="[NAMESPACE/]NAME", callback=checked(_trainjob))
+@click.argument("ref", metavar="[NAMESPACE/]NAME", callback=checked(trainjob_argument))
 @cluster_options(watch=True)
 def status(
     ref: str,
@@ -200,10 +64,8 @@ def status(
     """
     options = ClusterOptions(kubeconfig, context, output, request_timeout, watch)
     in_argument, _, name = ref.rpartition("/")
-    target = Ref(_namespace(namespace, in_argument or None, options), name)
-    _report(
-        lambda adapter, now: _with_created(adapter.inspect(target, now=now), adapter), _status_shown(output), options
-    )
+    target = Ref(resolve_namespace(namespace, in_argument or None, options), name)
+    report(lambda adapter, now: with_created(adapter.inspect(target, now=now), adapter), status_shown(output), options)
 
 
 @main.command(cls=OutputCommand)
@@ -225,48 +87,12 @@ def find(
     The namespace is the argument, or -n, or the kubeconfig context's. It writes nothing.
     """
     options = ClusterOptions(kubeconfig, context, output, request_timeout, watch)
-    where = _namespace(namespace, namespace_argument, options)
-    _report(
-        lambda adapter, now: _with_created(adapter.find(where, job_id, now=now), adapter),
-        _status_shown(output),
+    where = resolve_namespace(namespace, namespace_argument, options)
+    report(
+        lambda adapter, now: with_created(adapter.find(where, job_id, now=now), adapter),
+        status_shown(output),
         options,
     )
-
-
-def _list_shown(output: str, namespaces: bool, scope: str | None) -> Shown[tuple[Listed, ...]]:
-    wide = output == "wide"
-
-    def first(entries: tuple[Listed, ...], now: datetime) -> str:
-        for entry in entries:
-            if entry.refused is not None and output not in MACHINE_OUTPUTS:
-                click.echo(f"Error: {entry.refused.message}", err=True)
-        if output in MACHINE_OUTPUTS:
-            return render_document(list_document(entries), output)
-        if not any(entry.status is not None for entry in entries):
-            where = "any namespace" if scope is None else f"namespace {scope}"
-            click.echo(f"No TrainJobs managed by dispatch found in {where}.", err=True)
-            return ""
-        return "\n".join(render_list_rows(entries, now, wide=wide, namespaces=namespaces))
-
-    def again(before: tuple[Listed, ...], after: tuple[Listed, ...], now: datetime) -> str | None:
-        seen = {entry.ref: entry.status.as_dict() for entry in before if entry.status is not None}
-        changed = [e for e in after if e.status is not None and seen.get(e.ref) != e.status.as_dict()]
-        if not changed:
-            return None
-        if output in MACHINE_OUTPUTS:
-            return render_document(list_document(changed), output)
-        return "\n".join(render_list_rows(changed, now, wide=wide, namespaces=namespaces, header=False))
-
-    def sources(entries: tuple[Listed, ...]) -> list[tuple[ApiCoordinates, str | None]]:
-        kinds = [vocabulary.TRAINJOB, vocabulary.JOBSET, vocabulary.JOB, vocabulary.POD]
-        if any(entry.status is not None and entry.status.mode is Mode.KUEUE for entry in entries):
-            kinds.append(vocabulary.WORKLOAD)
-        return [(kind, scope) for kind in kinds] + [(vocabulary.NODE, None)]
-
-    def code(entries: tuple[Listed, ...]) -> int:
-        return EXIT_REFUSED if any(entry.refused is not None for entry in entries) else EXIT_OK
-
-    return Shown(first, again, sources, code)
 
 
 @main.command("list", cls=OutputCommand)
@@ -287,9 +113,9 @@ def list_command(
     exit code is then 1. It writes nothing.
     """
     options = ClusterOptions(kubeconfig, context, output, request_timeout, watch)
-    scope = None if all_namespaces else _namespace(namespace, None, options)
-    _report(
-        lambda adapter, now: adapter.list_managed(scope, now=now), _list_shown(output, all_namespaces, scope), options
+    scope = None if all_namespaces else resolve_namespace(namespace, None, options)
+    report(
+        lambda adapter, now: adapter.list_managed(scope, now=now), list_shown(output, all_namespaces, scope), options
     )
 
 

@@ -11,13 +11,14 @@ every answer, and the exit code is still 2.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
 import click
 
 from airflow_provider_dispatch.dispatch.errors import InvalidNameError
-from airflow_provider_dispatch.dispatch.validation import validate_namespace
+from airflow_provider_dispatch.dispatch.validation import parse_ref, validate_namespace, validate_trainjob_name
 from airflow_provider_dispatch.durations import parse_timeout
 from airflow_provider_dispatch.status_view import render_document, usage_error_dict
 
@@ -174,10 +175,37 @@ def context_namespace(kubeconfig: Path | None, context: str | None) -> str:
     return namespace if isinstance(namespace, str) and namespace else DEFAULT_NAMESPACE
 
 
+@dataclass(frozen=True)
+class ClusterOptions:
+    """The shared options as one value, so the code that runs and prints a read needs no click context."""
+
+    kubeconfig: Path | None
+    context: str | None
+    output: str
+    request_timeout: float | None
+    watch: bool = False
+
+
+def trainjob_argument(text: str) -> object:
+    """`NAMESPACE/NAME` or, as kubectl takes it, a bare `NAME` (its namespace from -n or the context)."""
+    return parse_ref(text) if "/" in text else validate_trainjob_name(text)
+
+
+def resolve_namespace(given: str | None, in_argument: str | None, options: ClusterOptions) -> str:
+    """The namespace: one given twice must agree; else -n, else the kubeconfig context's (kubectl's rule)."""
+    if given is not None and in_argument is not None and given != in_argument:
+        message = f"the namespace {in_argument!r} in the argument differs from --namespace {given!r}"
+        if options.output in MACHINE_OUTPUTS:
+            raise MachineUsageError(message, options.output)
+        raise click.UsageError(message)
+    return in_argument or given or context_namespace(options.kubeconfig, options.context)
+
+
 __all__ = [
     "DEFAULT_NAMESPACE",
     "MACHINE_OUTPUTS",
     "OUTPUTS",
+    "ClusterOptions",
     "MachineUsageError",
     "OutputCommand",
     "Timeout",
@@ -185,4 +213,6 @@ __all__ = [
     "cluster_options",
     "context_namespace",
     "requested_output",
+    "resolve_namespace",
+    "trainjob_argument",
 ]

@@ -121,6 +121,7 @@ class Streams:
 
 
 def follow(
+    initial: _T,
     read: Callable[[], _T],
     first: Callable[[_T], str],
     change: Callable[[_T, _T], str | None],
@@ -130,18 +131,18 @@ def follow(
     resync: float = RESYNC_SECONDS,
 ) -> None:
     """Print the first answer, then what changed after each wake-up (None: nothing to print). Ends on Ctrl-C."""
-    previous = read()
-    text = first(previous)
-    if text:
-        echo(text)
+    previous = initial
     try:
+        text = first(previous)
+        if text:
+            echo(text)
         while True:
             changed.wait(resync)
             changed.clear()
             current = read()
-            text = change(previous, current)
-            if text:
-                echo(text)
+            update = change(previous, current)
+            if update:
+                echo(update)
             previous = current
     except KeyboardInterrupt:
         return

@@ -80,6 +80,21 @@ def render_list_rows(
     return table(list_header(wide=wide, namespaces=namespaces), rows)
 
 
+def changed_rows(
+    before: Sequence[Listed], after: Sequence[Listed], now: datetime, *, wide: bool, namespaces: bool
+) -> list[Listed]:
+    """The entries whose row reads differently, AGE aside: as with `kubectl get --watch`, a row is printed again
+    when its TrainJob changes, not as it ages."""
+    at = list_header(wide=wide, namespaces=namespaces).index("AGE")
+
+    def cells(entry: Listed, status: Status) -> tuple[str, ...]:
+        row = list_row(entry, status, now, wide=wide, namespaces=namespaces)
+        return row[:at] + row[at + 1 :]
+
+    seen = {entry.ref: cells(entry, entry.status) for entry in before if entry.status is not None}
+    return [entry for entry in after if entry.status is not None and seen.get(entry.ref) != cells(entry, entry.status)]
+
+
 def list_document(entries: Sequence[Listed]) -> dict[str, Any]:
     """`-o json|yaml`: each assessed TrainJob's `Status.as_dict()` with its creation time, and each refusal."""
     return {
@@ -90,4 +105,13 @@ def list_document(entries: Sequence[Listed]) -> dict[str, Any]:
     }
 
 
-__all__ = ["LIST_HEADER", "NONE", "WIDE_HEADER", "blocked_by", "list_document", "list_header", "render_list_rows"]
+__all__ = [
+    "LIST_HEADER",
+    "NONE",
+    "WIDE_HEADER",
+    "blocked_by",
+    "changed_rows",
+    "list_document",
+    "list_header",
+    "render_list_rows",
+]
