@@ -7,22 +7,34 @@ answers where its binary is cached), usage errors as documents under `-o json|ya
 
 from __future__ import annotations
 
+import asyncio
 import json
-import os
 import re
 import subprocess
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 import yaml
 from dispatch_lab.cluster import Cluster
 
-from airflow_provider_dispatch.dispatch import DispatchAdapter, vocabulary
+from airflow_provider_dispatch.dispatch import AsyncDispatchAdapter, DispatchAdapter, vocabulary
 from airflow_provider_dispatch.durations import INVALID_TIMEOUT, parse_timeout
 
 from .conftest import CliLab
 
-KUBECTL = Path(os.environ.get("DISPATCH_CONTROLPLANE_BIN", "/nonexistent")) / "kubectl"
+
+@pytest.fixture(scope="module")
+def kubectl() -> Path:
+    """The real kubectl built with the control plane (`controlplane/build`), never built here: a test's time is
+    bounded."""
+    from airflow_provider_dispatch.lab.real.binaries import locate
+    from airflow_provider_dispatch.lab.real.processes import ControlPlaneError
+
+    try:
+        return locate(build=False).bin / "kubectl"
+    except ControlPlaneError as error:
+        pytest.skip(f"no real kubectl: {error}")
 
 
 def rows(text: str) -> list[dict[str, str]]:
@@ -175,12 +187,11 @@ DURATIONS = [
 ]
 
 
-@pytest.mark.skipif(not KUBECTL.is_file(), reason="the real kubectl is cached with the control plane")
-def test_durations_are_read_as_the_real_kubectl_reads_them(cli_lab: CliLab) -> None:
+def test_durations_are_read_as_the_real_kubectl_reads_them(cli_lab: CliLab, kubectl: Path) -> None:
     for text in DURATIONS:
         answer = subprocess.run(
             [
-                str(KUBECTL),
+                str(kubectl),
                 "--kubeconfig",
                 str(cli_lab.kubeconfig),
                 "get",
@@ -201,3 +212,71 @@ def test_durations_are_read_as_the_real_kubectl_reads_them(cli_lab: CliLab) -> N
         except ValueError:
             we_refuse = True
         assert we_refuse == kubectl_refuses, (text, answer.stderr)
+
+
+def test_without_n_the_namespace_is_the_kubeconfig_contexts(cli_lab: CliLab, cluster: Cluster, tmp_path: Path) -> None:
+    cluster.held_after_execution("ft-ctx", runtime=cluster.runtime(), admission=1)
+    config = yaml.safe_load(cli_lab.kubeconfig.read_text())
+    current = next(c for c in config["contexts"] if c["name"] == config["current-context"])
+    current["context"]["namespace"] = cluster.namespace
+    with_namespace = tmp_path / "kubeconfig.yaml"
+    with_namespace.write_text(yaml.safe_dump(config))
+
+    status = cli_lab.run("status", "ft-ctx", "-o", "json", kubeconfig=with_namespace)
+    listed = cli_lab.run("list", kubeconfig=with_namespace)
+
+    assert status.exit_code == 0, status.output
+    assert json.loads(status.stdout)["ref"] == f"{cluster.namespace}/ft-ctx"
+    assert [row["NAME"] for row in rows(listed.stdout)] == ["ft-ctx"]
+
+
+def test_the_async_adapter_lists_as_the_sync_one(cli_lab: CliLab, cluster: Cluster) -> None:
+    runtime = cluster.runtime()
+    node = cluster.node("n1")
+    cluster.held_after_execution("ft-1", runtime=runtime, admission=1)
+    cluster.held_after_execution("ft-2", runtime=runtime, admission=2, pods_on=[node])
+
+    now = datetime.now(UTC)  # one clock for both: the detail says how far a grace period's deadline is
+
+    async def listed() -> list[dict[str, object]]:
+        async with await AsyncDispatchAdapter.from_kubeconfig(cli_lab.kubeconfig, read_only=True) as adapter:
+            return [
+                entry.status.as_dict()
+                for entry in await adapter.list_managed(cluster.namespace, now=now)
+                if entry.status
+            ]
+
+    with DispatchAdapter.from_kubeconfig(cli_lab.kubeconfig, read_only=True) as adapter:
+        expected = [
+            entry.status.as_dict() for entry in adapter.list_managed(cluster.namespace, now=now) if entry.status
+        ]
+    assert [status["ref"] for status in expected] == [f"{cluster.namespace}/ft-1", f"{cluster.namespace}/ft-2"]
+    assert asyncio.run(listed()) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"),
+    [
+        ("7", 7.0),
+        ("+7", 7.0),
+        ("2h", 7200.0),
+        ("1h2m3.5s", 3723.5),
+        (".5s", 0.5),
+        ("5.s", 5.0),
+        ("250ms", 0.25),
+        ("3us", 3e-6),
+        ("3\u00b5s", 3e-6),
+        ("3\u03bcs", 3e-6),
+        ("10ns", 1e-8),
+        ("-1s", -1.0),
+        ("0", 0.0),
+    ],
+)
+def test_parse_timeout_reads_go_durations(text: str, seconds: float) -> None:
+    assert parse_timeout(text) == pytest.approx(seconds)
+
+
+@pytest.mark.parametrize("text", ["-1", "0.5", "2d", ".", "s", "1s2", "5 s", "", "1.2.3s", "1S"])
+def test_parse_timeout_refuses_what_client_go_refuses(text: str) -> None:
+    with pytest.raises(ValueError, match="Invalid timeout value"):
+        parse_timeout(text)
