@@ -280,3 +280,21 @@ def test_parse_timeout_reads_go_durations(text: str, seconds: float) -> None:
 def test_parse_timeout_refuses_what_client_go_refuses(text: str) -> None:
     with pytest.raises(ValueError, match="Invalid timeout value"):
         parse_timeout(text)
+
+
+def test_blocked_by_names_an_unobserved_hold_and_a_pending_kueue_admission(cli_lab: CliLab, cluster: Cluster) -> None:
+    runtime = cluster.runtime()
+    cluster.trainjob("ft-unseen", runtime=runtime, admission=1)  # held, but Trainer has not observed it yet
+    cluster.trainjob("ft-queued", runtime=runtime, admission=0, queue="team-a")  # Kueue mode, no Workload yet
+    cluster.trainer_observes("ft-queued")
+    cluster.jobset("ft-queued")
+
+    table = {row["NAME"]: row for row in rows(cli_lab.run("list", "-n", cluster.namespace).stdout)}
+    with DispatchAdapter.from_kubeconfig(cli_lab.kubeconfig, read_only=True) as adapter:
+        unseen = adapter.inspect(f"{cluster.namespace}/ft-unseen")
+        queued = adapter.inspect(f"{cluster.namespace}/ft-queued")
+
+    assert (table["ft-unseen"]["STATE"], table["ft-unseen"]["BLOCKED BY"]) == ("waiting", unseen.cause)
+    assert unseen.cause == "suspension not yet observed"
+    assert (table["ft-queued"]["MODE"], table["ft-queued"]["STATE"]) == ("kueue", "held")
+    assert table["ft-queued"]["BLOCKED BY"] == queued.cause == "waiting for Kueue: no Workload yet"
