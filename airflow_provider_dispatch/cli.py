@@ -1,37 +1,39 @@
-"""The `dispatch` command: status and find for a person or a script, and the lab.
+"""The `dispatch` command: status, find and list for a person or a script, and the lab.
 
 Kept free of Airflow imports so that `dispatch status` and `dispatch lab` start in a fraction of the time
 `airflow` takes; the Kubernetes client is imported only by the commands that talk to a cluster.
 
-`dispatch status` and `dispatch find` write nothing: they run on a read-only adapter, which refuses any write
+`dispatch status`, `find` and `list` write nothing: they run on a read-only adapter, which refuses any write
 before it is sent (dispatch/sync_adapter.py). Their arguments are validated before the kubeconfig is even
-read, so a name such as `a,b` is a usage error (exit 2) and never becomes a request. Exit codes are
+read, so a name such as `a,b` is a usage error (exit 2) and never becomes a request. Their options are kubectl's
+(cli_options.py); how they run and print, once or with --watch, is cli_report.py's. Exit codes are
 `status_view.EXIT_*`: 0 the status was printed; 1 refused (not found, not managed by dispatch, forbidden, an
-unloadable kubeconfig); 2 usage; 3 unreachable or a failed call worth retrying.
+unloadable kubeconfig, a listed TrainJob that could not be assessed); 2 usage; 3 unreachable or a failed call
+worth retrying.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import signal
-from collections.abc import Callable
-from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import click
 
 from airflow_provider_dispatch import __version__
-from airflow_provider_dispatch.dispatch.assessment import Status
-from airflow_provider_dispatch.dispatch.errors import DispatchError, InvalidNameError
+from airflow_provider_dispatch.cli_options import (
+    ClusterOptions,
+    OutputCommand,
+    checked,
+    cluster_options,
+    resolve_namespace,
+    trainjob_argument,
+)
+from airflow_provider_dispatch.cli_report import list_shown, report, status_shown, with_created
+from airflow_provider_dispatch.dispatch.errors import DispatchError
 from airflow_provider_dispatch.dispatch.evidence import DEFAULT_SETTLE_SECONDS
 from airflow_provider_dispatch.dispatch.policy import RISKS
-from airflow_provider_dispatch.dispatch.validation import Ref, parse_ref, validate_job_id, validate_namespace
-from airflow_provider_dispatch.status_view import creation_time, error_dict, exit_code, render_json, render_text
-
-if TYPE_CHECKING:
-    from airflow_provider_dispatch.dispatch.sync_adapter import DispatchAdapter
+from airflow_provider_dispatch.dispatch.validation import Ref, validate_job_id, validate_namespace
 
 
 @click.group()
@@ -40,117 +42,81 @@ def main() -> None:
     """Restart Kubeflow Trainer TrainJobs without ever running two executions at once."""
 
 
-# --- status and find ------------------------------------------------------------------------------------------
+# --- status, find and list -----------------------------------------------------------------------------------
 
 
-def _valid(check: Callable[[str], object]) -> Callable[[click.Context, click.Parameter, str], str]:
-    """A click callback that turns an `InvalidNameError` into a usage error (exit 2) before anything runs."""
-
-    def callback(ctx: click.Context, param: click.Parameter, value: str) -> str:
-        try:
-            check(value)
-        except InvalidNameError as error:
-            raise click.BadParameter(error.message, ctx=ctx, param=param) from None
-        return value
-
-    return callback
-
-
-def _cluster_options(command: Callable[..., None]) -> Callable[..., None]:
-    """The options every command that reads a cluster takes, kubectl's names where kubectl has one."""
-    options = [
-        click.option(
-            "--kubeconfig",
-            type=click.Path(dir_okay=False, path_type=Path),
-            default=None,
-            help="Kubeconfig file to use (default: $KUBECONFIG, else ~/.kube/config).",
-        ),
-        click.option("--context", default=None, help="Kubeconfig context to use (default: its current context)."),
-        click.option(
-            "--output",
-            "-o",
-            type=click.Choice(["text", "json"]),
-            default="text",
-            show_default=True,
-            help="text for a person; json (Status.as_dict()) for a script.",
-        ),
-        click.option(
-            "--request-timeout",
-            type=click.FloatRange(min=0, min_open=True),
-            default=None,
-            help="Seconds to wait for each API call to connect and to answer (default: 10 to connect, 60 to answer).",
-        ),
-    ]
-    for option in reversed(options):
-        command = option(command)
-    return command
-
-
-def _report(
-    read: Callable[[DispatchAdapter, datetime], Status],
+@main.command(cls=OutputCommand)
+@click.argument("ref", metavar="[NAMESPACE/]NAME", callback=checked(trainjob_argument))
+@cluster_options(watch=True)
+def status(
+    ref: str,
     kubeconfig: Path | None,
     context: str | None,
+    namespace: str | None,
     output: str,
     request_timeout: float | None,
+    watch: bool,
 ) -> None:
-    """Run one read on a read-only adapter and print the status, or the error with its exit code."""
-    from airflow_provider_dispatch.dispatch.sync_adapter import DispatchAdapter
-
-    now = datetime.now(UTC)
-    options = {} if request_timeout is None else {"request_timeout": (request_timeout, request_timeout)}
-    try:
-        with DispatchAdapter.from_kubeconfig(kubeconfig, context=context, read_only=True, **options) as adapter:
-            status = read(adapter, now)
-            created = _created(adapter, status.ref) if output == "text" else None
-    except DispatchError as error:
-        if output == "json":
-            click.echo(json.dumps(error_dict(error), indent=2))
-        else:
-            click.echo(f"Error: {error.message}", err=True)
-        raise click.exceptions.Exit(exit_code(error)) from None
-    click.echo(render_json(status) if output == "json" else render_text(status, created=created, now=now))
-
-
-def _created(adapter: DispatchAdapter, ref: str) -> datetime | None:
-    """The TrainJob's creation time, for AGE only: a failed read shows `<unknown>` rather than failing."""
-    from airflow_provider_dispatch.dispatch import vocabulary
-    from airflow_provider_dispatch.dispatch.programs import ApiFailure, GetObject
-
-    target = parse_ref(ref)
-    answer = adapter.respond(GetObject(vocabulary.TRAINJOB, target.namespace, target.name))
-    return None if isinstance(answer, ApiFailure) else creation_time(answer)
-
-
-@main.command()
-@click.argument("ref", metavar="NAMESPACE/NAME", callback=_valid(parse_ref))
-@_cluster_options
-def status(ref: str, kubeconfig: Path | None, context: str | None, output: str, request_timeout: float | None) -> None:
     """Show the state of one TrainJob: its execution, and what keeps it from running.
 
     While pods of the previous execution remain, it lists each with its node's state and says what would
     unblock it. It writes nothing.
     """
-    target: Ref = parse_ref(ref)
-    _report(lambda adapter, now: adapter.inspect(target, now=now), kubeconfig, context, output, request_timeout)
+    options = ClusterOptions(kubeconfig, context, output, request_timeout, watch)
+    in_argument, _, name = ref.rpartition("/")
+    target = Ref(resolve_namespace(namespace, in_argument or None, options), name)
+    report(lambda adapter, now: with_created(adapter.inspect(target, now=now), adapter), status_shown(output), options)
 
 
-@main.command()
-@click.argument("namespace", callback=_valid(validate_namespace))
-@click.option("--job-id", required=True, callback=_valid(validate_job_id), help="The dispatch job id to find.")
-@_cluster_options
+@main.command(cls=OutputCommand)
+@click.argument("namespace_argument", metavar="[NAMESPACE]", required=False, callback=checked(validate_namespace))
+@click.option("--job-id", required=True, callback=checked(validate_job_id), help="The dispatch job id to find.")
+@cluster_options(watch=True)
 def find(
-    namespace: str,
+    namespace_argument: str | None,
     job_id: str,
     kubeconfig: Path | None,
     context: str | None,
+    namespace: str | None,
     output: str,
     request_timeout: float | None,
+    watch: bool,
 ) -> None:
-    """Show the newest TrainJob of a job id in NAMESPACE (its current submission), as `status` does.
+    """Show the newest TrainJob of a job id (its current submission), as `status` does.
 
-    It writes nothing.
+    The namespace is the argument, or -n, or the kubeconfig context's. It writes nothing.
     """
-    _report(lambda adapter, now: adapter.find(namespace, job_id, now=now), kubeconfig, context, output, request_timeout)
+    options = ClusterOptions(kubeconfig, context, output, request_timeout, watch)
+    where = resolve_namespace(namespace, namespace_argument, options)
+    report(
+        lambda adapter, now: with_created(adapter.find(where, job_id, now=now), adapter),
+        status_shown(output),
+        options,
+    )
+
+
+@main.command("list", cls=OutputCommand)
+@cluster_options(watch=True, all_namespaces=True)
+def list_command(
+    kubeconfig: Path | None,
+    context: str | None,
+    namespace: str | None,
+    output: str,
+    request_timeout: float | None,
+    watch: bool,
+    all_namespaces: bool,
+) -> None:
+    """List the TrainJobs dispatch manages: state, execution, age, and what blocks each.
+
+    Each TrainJob that carries dispatch's job-id label is assessed as `status` assesses it. One that cannot be
+    (its labels are not dispatch's) is reported on standard error, or under "errors" in json and yaml, and the
+    exit code is then 1. It writes nothing.
+    """
+    options = ClusterOptions(kubeconfig, context, output, request_timeout, watch)
+    scope = None if all_namespaces else resolve_namespace(namespace, None, options)
+    report(
+        lambda adapter, now: adapter.list_managed(scope, now=now), list_shown(output, all_namespaces, scope), options
+    )
 
 
 # --- the lab --------------------------------------------------------------------------------------------------

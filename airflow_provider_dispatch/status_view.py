@@ -164,6 +164,20 @@ def render_json(status: Status) -> str:
     return json.dumps(status.as_dict(), indent=2)
 
 
+def render_document(document: Mapping[str, Any], output: str) -> str:
+    """A machine document as `-o json` (indented JSON) or `-o yaml` (block YAML, keys in their order) prints it."""
+    if output == "yaml":
+        import yaml
+
+        return yaml.safe_dump(dict(document), sort_keys=False, default_flow_style=False).rstrip("\n")
+    return json.dumps(document, indent=2)
+
+
+def usage_error_dict(message: str) -> dict[str, Any]:
+    """A usage error in the shape of `error_dict`, for `-o json|yaml` (never retryable: the command is wrong)."""
+    return {"error": {"type": "UsageError", "retryable": False, "ref": None, "message": message}}
+
+
 def error_dict(error: DispatchError) -> dict[str, Any]:
     """An error as `--output json` prints it, so a script needs no second parser for failures."""
     return {
@@ -193,8 +207,10 @@ __all__ = [
     "exit_code",
     "human_duration",
     "parse_timestamp",
+    "render_document",
     "render_json",
     "render_text",
     "status_row",
     "table",
+    "usage_error_dict",
 ]

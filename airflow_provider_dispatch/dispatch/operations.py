@@ -130,6 +130,13 @@ class Operations:
             namespace, job_id, now=self._now(now), **self._reading(), settle_seconds=self.settle_seconds
         )
 
+    def list_managed(
+        self, namespace: str | None, *, now: datetime | None = None
+    ) -> Program[tuple[programs.Listed, ...]]:
+        return programs.list_managed(
+            namespace, now=self._now(now), **self._reading(), settle_seconds=self.settle_seconds
+        )
+
     def remaining_pods(
         self,
         ref: str | Ref,

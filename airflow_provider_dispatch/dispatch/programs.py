@@ -346,7 +346,7 @@ def read_workloads(obj: ManagedObject) -> Program[list[Mapping[str, Any]]]:
 
 def _list_all(
     coords: v.ApiCoordinates,
-    namespace: str,
+    namespace: str | None,
     selector: str | None,
     ref: str,
     *,
@@ -380,7 +380,7 @@ class _PageFailure:
 
 def _list_pages(
     coords: v.ApiCoordinates,
-    namespace: str,
+    namespace: str | None,
     selector: str | None,
     resource_version: str | None,
     match: str | None,
@@ -1156,6 +1156,50 @@ def find(
     )
 
 
+@dataclass(frozen=True)
+class Listed:
+    """One TrainJob of `list_managed`: its status, or the refusal that kept it from being assessed."""
+
+    ref: str
+    created: str | None
+    status: Status | None = None
+    refused: RefusedError | None = None
+
+
+def list_managed(
+    namespace: str | None,
+    *,
+    now: datetime | None = None,
+    pod_read: PodReadStrategy = DEFAULT_POD_READ,
+    page_size: int = DEFAULT_PAGE_SIZE,
+    settle_seconds: float = DEFAULT_SETTLE_SECONDS,
+) -> Program[tuple[Listed, ...]]:
+    """Every TrainJob carrying dispatch's job-id label in the namespace (None: all), each assessed as `inspect`
+    assesses it, ordered by namespace and name. Writes nothing.
+
+    One TrainJob that cannot be assessed (its labels are not dispatch's, say) is a refusal in its entry, so one
+    bad object does not hide the others; a failure worth retrying (unreachable, 5xx) ends the whole list.
+    """
+    if namespace is not None:
+        validate_namespace(namespace)
+    where = f"{namespace or '*'}/*"
+    items = yield from _list_all(v.TRAINJOB, namespace, v.LABEL_JOB_ID, where)
+    listed: list[Listed] = []
+    for trainjob in sorted(items, key=lambda t: (v.namespace_of(t), v.name_of(t))):
+        ref = f"{v.namespace_of(trainjob)}/{v.name_of(trainjob)}"
+        stamp = v.field(trainjob, "metadata", "creationTimestamp")
+        created = stamp if isinstance(stamp, str) else None
+        try:
+            status = yield from _inspect_object(
+                trainjob, now=now, pod_read=pod_read, page_size=page_size, settle_seconds=settle_seconds
+            )
+        except RefusedError as error:
+            listed.append(Listed(ref, created, refused=error))
+            continue
+        listed.append(Listed(ref, created, status=status))
+    return tuple(listed)
+
+
 def remaining_pods(
     ref: str | Ref,
     *,
@@ -1213,6 +1257,7 @@ __all__ = [
     "GetNode",
     "GetObject",
     "ListObjects",
+    "Listed",
     "PodRead",
     "PodReadStrategy",
     "Program",
@@ -1228,6 +1273,7 @@ __all__ = [
     "hold",
     "inspect",
     "kueue_admit",
+    "list_managed",
     "open",
     "prepare_manifest",
     "read_nodes",

@@ -46,6 +46,7 @@ from airflow_provider_dispatch.dispatch.operations import (
 from airflow_provider_dispatch.dispatch.programs import (
     DEFAULT_PAGE_SIZE,
     DEFAULT_POD_READ,
+    Listed,
     PodReadStrategy,
     Program,
     Request,
@@ -205,6 +206,10 @@ class DispatchAdapter:
     def find(self, namespace: str, job_id: str, *, now: datetime | None = None) -> Status:
         """The status of the newest TrainJob of that job id in the namespace. Writes nothing."""
         return self.run(self.operations.find(namespace, job_id, now=now))
+
+    def list_managed(self, namespace: str | None = None, *, now: datetime | None = None) -> tuple[Listed, ...]:
+        """Every TrainJob dispatch manages in the namespace (None: all), each with its status. Writes nothing."""
+        return self.run(self.operations.list_managed(namespace, now=now))
 
     def remaining_pods(
         self,

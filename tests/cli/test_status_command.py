@@ -256,7 +256,9 @@ def test_not_managed_is_refused(cli_lab: CliLab, cluster: Cluster) -> None:
     [
         (["status", "ns/a,b"], "TrainJob name 'a,b' is not allowed"),
         (["status", "ns/x=y"], "TrainJob name 'x=y' is not allowed"),
-        (["status", "no-slash"], "write it as namespace/name"),
+        (["status", "No-Capitals"], "TrainJob name 'No-Capitals' is not allowed"),
+        (["status", "ft", "-n", "Ns"], "namespace 'Ns' is not allowed"),
+        (["list", "-n", "a,b"], "namespace 'a,b' is not allowed"),
         (["status", "a/b/c"], "write it as namespace/name"),
         (["status", "Ns/ft"], "namespace 'Ns' is not allowed"),
         (["find", "a,b", "--job-id", "x"], "namespace 'a,b' is not allowed"),
