@@ -20,7 +20,7 @@ from wsgiref.handlers import format_date_time
 import yaml
 from aiohttp import web
 
-from airflow_provider_dispatch.lab import discovery, errors, patching, strategy
+from airflow_provider_dispatch.lab import discovery, errors, patching, strategy, tables
 from airflow_provider_dispatch.lab.admission import AdmissionChain, AdmissionRequest, Operation
 from airflow_provider_dispatch.lab.auth import AllowAnyone, Authenticator, Authorizer, UserInfo
 from airflow_provider_dispatch.lab.clock import LabClock
@@ -162,7 +162,7 @@ class LabApiServer:
             raise ApiError(404, "NotFound", "the server could not find the requested resource", {})
         user = request[USER_KEY]
         handlers: dict[str, Callable[[], Awaitable[web.StreamResponse]]] = {
-            "get": lambda: self._get(resource, namespace, require_name(info)),
+            "get": lambda: self._get(request, resource, namespace, require_name(info)),
             "list": lambda: self._list(request, resource, namespace),
             "watch": lambda: self._watch(request, resource, namespace),
             "create": lambda: self._create(request, resource, namespace, info, user),
@@ -206,12 +206,22 @@ class LabApiServer:
             raise errors.not_found(resource.plural, resource.group, name)
         return obj
 
-    async def _get(self, resource: ResourceType, namespace: str | None, name: str) -> web.Response:
-        return _json(self._must_get(resource, namespace, name))
+    async def _get(
+        self, request: web.Request, resource: ResourceType, namespace: str | None, name: str
+    ) -> web.Response:
+        return self._read_answer(request, resource, self._must_get(resource, namespace, name))
 
     async def _list(self, request: web.Request, resource: ResourceType, namespace: str | None) -> web.Response:
         body = list_objects(self.store, resource, namespace, request.query, self.stale_list_revision)
-        return _json(body)
+        return self._read_answer(request, resource, body)
+
+    def _read_answer(self, request: web.Request, resource: ResourceType, body: Obj) -> web.Response:
+        """The object or list, or the Table of it when the client asks for one (`kubectl get`, `lab.tables`)."""
+        version = tables.wants_table(request.headers.get("Accept", ""))
+        if version is None:
+            return _json(body)
+        include = request.query.get("includeObject", "")
+        return _json(tables.to_table(resource, body, self.clock.now(), version=version, include=include))
 
     async def _watch(self, request: web.Request, resource: ResourceType, namespace: str | None) -> web.StreamResponse:
         stream = WatchStream(self.store, self.clock, resource, namespace, request.query, self.bookmark_interval)
