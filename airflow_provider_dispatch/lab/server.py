@@ -19,8 +19,9 @@ from wsgiref.handlers import format_date_time
 
 import yaml
 from aiohttp import web
+from multidict import CIMultiDict
 
-from airflow_provider_dispatch.lab import discovery, errors, patching, strategy, tables
+from airflow_provider_dispatch.lab import discovery, errors, field_validation, openapi, patching, strategy, tables
 from airflow_provider_dispatch.lab.admission import AdmissionChain, AdmissionRequest, Operation
 from airflow_provider_dispatch.lab.auth import AllowAnyone, Authenticator, Authorizer, UserInfo
 from airflow_provider_dispatch.lab.clock import LabClock
@@ -194,6 +195,12 @@ class LabApiServer:
             body = discovery.group(self.registry, parts[1])
         elif len(parts) == 3 and parts[0] == "apis":
             body = discovery.resource_list(self.registry, parts[1], parts[2])
+        elif path == "/openapi/v3":
+            body = openapi.index(self.registry)
+        elif parts[:2] == ["openapi", "v3"]:
+            document = openapi.document(self.registry, "/".join(parts[2:]))
+            if document is not None:
+                return web.Response(body=document, content_type="application/json")
         if body is None:
             raise ApiError(404, "NotFound", "the server could not find the requested resource", {})
         return _json(body)
@@ -327,6 +334,9 @@ class LabApiServer:
             raise errors.bad_request("the body of a create must be an object")
         self._check_body_kind(resource, body)
         dry_run = self._dry_run(request)
+        warnings = field_validation.check(
+            resource, body, field_validation.directive(request.query.get("fieldValidation"))
+        )
         obj = strategy.prepare_create(resource, body, namespace, self.clock)
         resource.schema.default(obj)
         resource.schema.prune(obj)
@@ -344,7 +354,7 @@ class LabApiServer:
                 ],
             )
         stored = await self._store_new(resource, namespace, obj, user, dry_run)
-        return _json(stored, 201)
+        return _json(stored, 201, CIMultiDict(field_validation.warning_headers(warnings)))
 
     async def _store_new(
         self, resource: ResourceType, namespace: str | None, obj: Obj, user: UserInfo, dry_run: bool
@@ -390,6 +400,9 @@ class LabApiServer:
             raise errors.bad_request("the body of an update must be an object")
         self._check_body_kind(resource, body)
         dry_run = self._dry_run(request)
+        warnings = field_validation.check(
+            resource, body, field_validation.directive(request.query.get("fieldValidation"))
+        )
         requested_rv = (body.get("metadata") or {}).get("resourceVersion")
         if not requested_rv and not resource.allows_unconditional_update:
             raise errors.invalid(
@@ -409,7 +422,7 @@ class LabApiServer:
             return copy.deepcopy(body)
 
         stored = await self._write_existing(resource, namespace, name, info.subresource, change, user, dry_run)
-        return _json(stored)
+        return _json(stored, headers=CIMultiDict(field_validation.warning_headers(warnings)))
 
     async def _patch(
         self,
