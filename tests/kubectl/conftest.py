@@ -51,7 +51,9 @@ def serve(folder: Path, *options: str) -> Served:
     found = re.match(r"lab API server on (\S+) ", first)
     if found is None:
         process.kill()
-        raise AssertionError(f"dispatch lab serve said {first!r}; stderr: {process.stderr.read() if process.stderr else ''}")
+        raise AssertionError(
+            f"dispatch lab serve said {first!r}; stderr: {process.stderr.read() if process.stderr else ''}"
+        )
     served = Served(process, found.group(1))
     expected = 5 if "--rbac" in options else 1
     for _ in range(expected):
@@ -80,11 +82,13 @@ KubectlRun = Callable[..., subprocess.CompletedProcess[str]]
 
 
 @pytest.fixture
-def kubectl(kubectl_program: str) -> KubectlRun:
-    """`kubectl(kubeconfig, *args, stdin=None)`: run the real kubectl; the result, whatever its exit code."""
+def kubectl(kubectl_program: str, tmp_path_factory: pytest.TempPathFactory) -> KubectlRun:
+    """`kubectl(kubeconfig, *args, stdin=None)`: run the real kubectl; the result, whatever its exit code. Its
+    HOME (where it caches discovery and OpenAPI) is a folder of its own."""
+    home = tmp_path_factory.mktemp("kubectl-home")
 
     def run(kubeconfig: Path, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-        env = {**os.environ, "KUBECONFIG": str(kubeconfig), "HOME": str(kubeconfig.parent)}
+        env = {**os.environ, "KUBECONFIG": str(kubeconfig), "HOME": str(home)}
         return subprocess.run(
             [kubectl_program, *args], env=env, input=stdin, capture_output=True, text=True, timeout=120, check=False
         )

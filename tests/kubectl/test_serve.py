@@ -66,17 +66,11 @@ def test_tls_and_rbac_give_kubectl_each_identity(tmp_path: Path, kubectl: Kubect
         ca = base64.b64decode(config["clusters"][0]["cluster"]["certificate-authority-data"])
         assert ca.startswith(b"-----BEGIN CERTIFICATE-----")
 
-        # kubectl sends the token only over TLS: each identity's answer differs, which anonymous access could not.
-        def can(identity: str, *question: str) -> str:
-            done = kubectl(served.kubeconfigs[identity], "auth", "can-i", *question)
-            return done.stdout.strip()
-
-        assert can("writer", "list", "nodes") == "yes"
-        assert can("no-nodes", "list", "nodes") == "no"
-        assert can("reader", "patch", "trainjobs.trainer.kubeflow.org", "-n", "default") == "no"
-        assert can("writer", "patch", "trainjobs.trainer.kubeflow.org", "-n", "default") == "yes"
-        assert can("admin", "delete", "namespaces") == "yes"
-
+        # kubectl sends the token only over TLS: the writer may list nodes and no-nodes may not, which no
+        # anonymous request could show (anonymous may list neither).
+        allowed = kubectl(served.kubeconfigs["writer"], "get", "nodes")
+        assert allowed.returncode == 0, allowed.stderr
+        assert allowed.stderr == "No resources found\n"
         denied = kubectl(served.kubeconfigs["no-nodes"], "get", "nodes")
         assert denied.returncode == 1
         assert denied.stderr.strip() == (
@@ -85,9 +79,9 @@ def test_tls_and_rbac_give_kubectl_each_identity(tmp_path: Path, kubectl: Kubect
         )
         written = kubectl(served.kubeconfigs["reader"], "create", "namespace", "nope")
         assert written.returncode == 1
-        assert "cannot create resource \"namespaces\"" in written.stderr
-        listed = kubectl(served.kubeconfigs["reader"], "get", "namespaces", "-o", "name")
+        assert 'cannot create resource "namespaces"' in written.stderr
+        listed = kubectl(served.kubeconfigs["reader"], "get", "trainjobs", "-n", "default")
         assert listed.returncode == 0, listed.stderr
-        assert "namespace/dispatch-system" in listed.stdout.split()
+        assert listed.stderr == "No resources found in default namespace.\n"
     finally:
         assert stop(served) == 0
