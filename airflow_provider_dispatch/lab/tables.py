@@ -388,23 +388,16 @@ def print_node(node: Obj, now: float) -> Row:
 
 
 def _label_selector(selector: Obj | None) -> str:
-    """`metav1.FormatLabelSelector`: `<none>` for none, `<none>`... as apimachinery formats it."""
+    """`metav1.FormatLabelSelector`: the requirements sorted by key, set values sorted; `<none>` for none."""
     if selector is None:
         return "<none>"
-    parts = [f"{key}={value}" for key, value in sorted((selector.get("matchLabels") or {}).items())]
+    parts = [(key, f"{key}={value}") for key, value in (selector.get("matchLabels") or {}).items()]
     for expression in selector.get("matchExpressions") or []:
-        operator, values = expression.get("operator", ""), expression.get("values") or []
-        key = expression.get("key", "")
-        if operator == "In":
-            parts.append(f"{key} in ({','.join(values)})")
-        elif operator == "NotIn":
-            parts.append(f"{key} notin ({','.join(values)})")
-        elif operator == "Exists":
-            parts.append(key)
-        elif operator == "DoesNotExist":
-            parts.append(f"!{key}")
-    text = ",".join(parts)
-    return text or "<none>"
+        operator, key = expression.get("operator", ""), expression.get("key", "")
+        values = ",".join(sorted(set(expression.get("values") or [])))
+        shown = {"In": f"{key} in ({values})", "NotIn": f"{key} notin ({values})", "Exists": key}
+        parts.append((key, shown.get(operator, f"!{key}")))
+    return ",".join(text for _, text in sorted(parts)) or "<none>"
 
 
 def print_job(job: Obj, now: float) -> Row:
