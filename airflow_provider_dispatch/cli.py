@@ -15,7 +15,6 @@ worth retrying.
 from __future__ import annotations
 
 import asyncio
-import signal
 from pathlib import Path
 
 import click
@@ -117,107 +116,6 @@ def list_command(
     report(
         lambda adapter, now: adapter.list_managed(scope, now=now), list_shown(output, all_namespaces, scope), options
     )
-
-
-# --- the lab --------------------------------------------------------------------------------------------------
-
-
-@main.group()
-def lab() -> None:
-    """The local Kubernetes API lab: a loopback API server with a simulated cluster."""
-
-
-@lab.command("serve")
-@click.option("--port", default=0, show_default=True, help="Loopback port; 0 picks a free one.")
-@click.option("--speed", default=100.0, show_default=True, help="How much faster than real time lab time runs.")
-@click.option(
-    "--kubeconfig",
-    "kubeconfig_path",
-    type=click.Path(dir_okay=False, path_type=Path),
-    default=Path("lab-kubeconfig.yaml"),
-    show_default="lab-kubeconfig.yaml",
-    help="Where to write the kubeconfig that reaches the lab.",
-)
-@click.option(
-    "--nodes",
-    default=3,
-    show_default=True,
-    type=click.IntRange(min=0),
-    help="Nodes to register (node-1, node-2, ...), each with its simulated kubelet.",
-)
-@click.option(
-    "--bare",
-    is_flag=True,
-    help="Serve the API only: no simulated controllers (Trainer, JobSet, Job, kubelets, Kueue ...) and no nodes.",
-)
-def serve(port: int, speed: float, kubeconfig_path: Path, nodes: int, bare: bool) -> None:
-    """Serve the lab, with its simulated cluster, until interrupted."""
-    from airflow_provider_dispatch.lab.presets import ClusterShape, cluster_controllers, provision
-    from airflow_provider_dispatch.lab.runtime import AsyncLab
-
-    target = kubeconfig_path.resolve()
-
-    async def run() -> None:
-        async with AsyncLab(speed=speed, port=port, controllers=() if bare else cluster_controllers()) as running:
-            if not bare:
-                scenario = await provision(running, ClusterShape(nodes=nodes), runtime=False)
-                await scenario.close()
-            running.kubeconfig(target)
-            click.echo(f"lab API server on {running.url} (lab time x{speed})")
-            click.echo(f"kubeconfig: {target}")
-            stop = asyncio.Event()
-            loop = asyncio.get_running_loop()
-            for signum in (signal.SIGINT, signal.SIGTERM):
-                loop.add_signal_handler(signum, stop.set)
-            await stop.wait()
-
-    asyncio.run(run())
-
-
-@lab.command("real")
-@click.option(
-    "--nodes",
-    default=2,
-    show_default=True,
-    type=click.IntRange(min=0),
-    help="Nodes to register (node-1, node-2, ...), each with the lab's simulated kubelet.",
-)
-@click.option(
-    "--workdir",
-    type=click.Path(file_okay=False, path_type=Path),
-    default=None,
-    help="Folder for keys, kubeconfigs, data and logs (default: a new temporary folder, removed at the end).",
-)
-def real(nodes: int, workdir: Path | None) -> None:
-    """Run the real control plane (etcd, kube-apiserver, controller manager, scheduler, JobSet, Trainer, Kueue,
-    as controlplane/build makes them) with simulated nodes, until interrupted (Ctrl-C)."""
-    import logging
-    import threading
-
-    from airflow_provider_dispatch.lab.rbac_setup import IDENTITIES
-    from airflow_provider_dispatch.lab.real import RealCluster
-
-    logging.basicConfig(level=logging.WARNING, format="%(message)s")
-    logging.getLogger("airflow_provider_dispatch.lab.real.cluster").setLevel(logging.INFO)  # its start phases
-    names = [f"node-{index}" for index in range(1, nodes + 1)]
-    stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    cluster = RealCluster(nodes=names, workdir=workdir, keep_workdir=workdir is not None)
-    click.echo("starting the real control plane (the first run on a machine builds it; that takes a while)")
-    try:
-        cluster.start()
-        pinned = ", ".join(f"{key.lower()} {value}" for key, value in cluster.versions.items())
-        click.echo(f"real API server on {cluster.url} ({pinned})")
-        click.echo(f"logs: {cluster.workdir / 'logs'}")
-        for identity in IDENTITIES:
-            click.echo(f"kubeconfig ({identity}): {cluster.kubeconfig(identity)}")
-        click.echo("Ctrl-C stops it")
-        stop.wait()
-    except KeyboardInterrupt:
-        pass
-    finally:
-        click.echo("stopping the real control plane")
-        cluster.stop()
 
 
 @main.command()
@@ -373,6 +271,16 @@ def admission_controller(
     except DispatchError as error:
         click.echo(f"Error: {error.message}", err=True)
         raise click.exceptions.Exit(1) from None
+
+
+def _register_lab() -> None:
+    """`dispatch lab` lives in `cli_lab` (its own concern: serving the lab and the real control plane)."""
+    from airflow_provider_dispatch.cli_lab import lab
+
+    main.add_command(lab)
+
+
+_register_lab()
 
 
 if __name__ == "__main__":

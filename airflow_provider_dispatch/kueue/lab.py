@@ -33,7 +33,7 @@ class LabAdmissionController:
 
         clock = self.context.clock
         adapter = await AsyncDispatchAdapter.from_config_dict(
-            lab_kubeconfig(self.context.url, self.token), clock=lambda: as_datetime(clock.now())
+            lab_kubeconfig(self.context.url, self.token, self.context.ca_file), clock=lambda: as_datetime(clock.now())
         )
         try:
             self.controller = AdmissionController(adapter, clock, self.options)

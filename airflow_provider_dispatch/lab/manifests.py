@@ -99,7 +99,7 @@ def cluster_training_runtime(
         "kind": "ClusterTrainingRuntime",
         "metadata": {"name": name, "labels": {"trainer.kubeflow.org/framework": "torch"}},
         "spec": {
-            "mlPolicy": {"numNodes": 1, "torch": {"numProcPerNode": "auto"}},
+            "mlPolicy": {"numNodes": 1, "torch": {}},
             "template": {
                 "spec": {
                     "replicatedJobs": [

@@ -24,6 +24,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from functools import lru_cache
 from importlib import resources as package_data
+from pathlib import Path
 from typing import Any
 
 import yaml
@@ -170,9 +171,10 @@ class LabRbac:
         self.authorizer = RbacAuthorizer(store)
         self._tokens: dict[str, str] = {"admin": self.admin_tokens[0]}
 
-    async def provision(self, url: str) -> None:
+    async def provision(self, url: str, ca_file: Path | None = None) -> None:
         """Apply the bootstrap policy and the manifests through the API, then issue the identities' tokens."""
-        client = LabClient(url, self.admin_tokens[0], user_agent="dispatch-lab-rbac-bootstrap")
+        ca = None if ca_file is None else str(ca_file)
+        client = LabClient(url, self.admin_tokens[0], user_agent="dispatch-lab-rbac-bootstrap", ca_file=ca)
         try:
             await apply_documents(client, self.registry, [*bootstrap_policy(), *dispatch_manifests()])
         finally:

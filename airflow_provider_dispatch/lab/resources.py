@@ -48,6 +48,10 @@ class ResourceType:
     schema: TypeSchema
     review_only: bool = False
     """Create-only and never stored: the server computes the answer (SelfSubjectAccessReview)."""
+    printer_columns: tuple[dict[str, Any], ...] = ()
+    """A CRD version's `additionalPrinterColumns`: what `kubectl get` shows (`lab.tables`)."""
+    openapi: dict[str, Any] | None = None
+    """A CRD version's `openAPIV3Schema`, published under /openapi/v3 (`lab.openapi`)."""
 
     @property
     def api_version(self) -> str:
@@ -211,6 +215,8 @@ def crd_type(crd: dict[str, Any]) -> ResourceType:
         verbs=STANDARD_VERBS,
         categories=tuple(names.get("categories") or ()),
         schema=CrdSchema(spec["group"], version["name"], names["kind"], namespaced, openapi),
+        printer_columns=tuple(version.get("additionalPrinterColumns") or ()),
+        openapi=openapi,
     )
 
 

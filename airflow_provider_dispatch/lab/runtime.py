@@ -4,13 +4,21 @@
 pytest test, Airflow's `dag.test()`) and asynchronous code (`kubernetes_asyncio`, a triggerer) reach it over real
 HTTP exactly as they would reach a cluster. `AsyncLab` runs it on the caller's loop instead. Both write
 kubeconfig files whose `server:` is the lab's `http://127.0.0.1:<port>` and whose user carries a bearer token.
+
+With `tls_dir` the lab serves https instead, with a CA made at start by the real control plane's PKI code
+(`lab.real.pki.make_pki`, one CA generator for both): kubectl reads a kubeconfig's credentials only for a server
+reached over TLS (`client-go/tools/clientcmd/client_config.go` `ClientConfig`: "only try to read the auth
+information if we are secure"), so over plain http it sends no token. The kubeconfigs carry the CA inline
+(`certificate-authority-data`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
 import logging
 import shutil
+import ssl
 import tempfile
 import threading
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
@@ -41,12 +49,25 @@ BOOTSTRAP_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-leas
 DEFAULT_TOKEN = "lab-admin-token"
 
 
-def write_kubeconfig(path: Path, server: str, token: str, user: str = "lab-admin", namespace: str = "default") -> Path:
-    """A kubeconfig for `server` with a bearer token; what `kubernetes.config.load_kube_config` reads."""
+def write_kubeconfig(
+    path: Path,
+    server: str,
+    token: str,
+    user: str = "lab-admin",
+    namespace: str = "default",
+    *,
+    ca_file: Path | None = None,
+) -> Path:
+    """A kubeconfig for `server` with a bearer token; what `kubernetes.config.load_kube_config` reads.
+
+    `ca_file` (an https lab) goes in inline, so the kubeconfig stays valid on its own."""
+    cluster: dict[str, str] = {"server": server}
+    if ca_file is not None:
+        cluster["certificate-authority-data"] = base64.b64encode(ca_file.read_bytes()).decode()
     config = {
         "apiVersion": "v1",
         "kind": "Config",
-        "clusters": [{"name": "lab", "cluster": {"server": server}}],
+        "clusters": [{"name": "lab", "cluster": cluster}],
         "users": [{"name": user, "user": {"token": token}}],
         "contexts": [{"name": f"lab-{user}", "context": {"cluster": "lab", "user": user, "namespace": namespace}}],
         "current-context": f"lab-{user}",
@@ -75,6 +96,7 @@ class AsyncLab:
         controllers: Sequence[ControllerFactory] = (),
         controller_token: str = DEFAULT_TOKEN,
         rbac: bool = False,
+        tls_dir: Path | None = None,
     ) -> None:
         if host not in ("127.0.0.1", "::1", "localhost"):
             raise ValueError(f"the lab listens on loopback only, not on {host!r}")
@@ -95,6 +117,9 @@ class AsyncLab:
             bookmark_interval=bookmark_interval,
         )
         self._host, self._port = host, port
+        self._tls_dir = tls_dir
+        self.ca_file: Path | None = None
+        """The CA that signed the serving certificate, when the lab serves https (`tls_dir`)."""
         self._runner: web.AppRunner | None = None
         self.url = ""
         self._background: set[asyncio.Task[Any]] = set()
@@ -117,20 +142,40 @@ class AsyncLab:
             self.server.application(), access_log=None, handle_signals=False, shutdown_timeout=0.5
         )
         await self._runner.setup()
-        site = web.TCPSite(self._runner, self._host, self._port)
-        await site.start()
+        site = web.TCPSite(self._runner, self._host, self._port, ssl_context=self._serving_context())
+        try:
+            await site.start()
+        except OSError:
+            await self._runner.cleanup()
+            self._runner = None
+            raise
         server = getattr(site, "_server", None)
         sockets = getattr(server, "sockets", None) or []
         port = sockets[0].getsockname()[1] if sockets else self._port
-        self.url = f"http://{self._host}:{port}"
+        scheme = "http" if self.ca_file is None else "https"
+        self.url = f"{scheme}://{self._host}:{port}"
         self.spawn(self.clock.run(), name="lab-clock")
         if self.rbac is not None:
-            await self.rbac.provision(self.url)  # RBAC objects and identity tokens, before any controller runs
+            # RBAC objects and identity tokens, before any controller runs
+            await self.rbac.provision(self.url, self.ca_file)
         self.start_controllers(self._factories)
         return self
 
+    def _serving_context(self) -> ssl.SSLContext | None:
+        """With `tls_dir`: a new CA and a loopback serving certificate there (`make_pki`), served over TLS."""
+        if self._tls_dir is None:
+            return None
+        from airflow_provider_dispatch.lab.real.pki import make_pki
+
+        pki = make_pki(self._tls_dir, ca_name="dispatch lab CA")
+        context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        context.load_cert_chain(pki.serving_cert, pki.serving_key)
+        self.ca_file = pki.ca_file
+        return context
+
     def context(self) -> ClusterContext:
-        return ClusterContext(self.url, self.clock, self.admission, self._controller_token, self.ledger)
+        ca_file = None if self.ca_file is None else str(self.ca_file)
+        return ClusterContext(self.url, self.clock, self.admission, self._controller_token, self.ledger, ca_file)
 
     def start_controllers(self, factories: Sequence[ControllerFactory]) -> list[Controller]:
         """Build and run controllers; they stop with the lab."""
@@ -186,24 +231,29 @@ class AsyncLab:
         await self.stop()
 
     def kubeconfig(self, path: Path, token: str = DEFAULT_TOKEN, user: str = "lab-admin") -> Path:
-        return write_kubeconfig(path, self.url, token, user)
+        return write_kubeconfig(path, self.url, token, user, ca_file=self.ca_file)
 
     def kubeconfig_for(self, identity: str, path: Path, namespace: str = "default") -> Path:
         """A kubeconfig as one of the RBAC identities (`lab.rbac_setup.IDENTITIES`); needs `rbac=True`."""
         if self.rbac is None:
             raise RuntimeError("the lab runs without RBAC: start it with rbac=True to get its identities")
-        return write_kubeconfig(path, self.url, self.rbac.token_for(identity), identity, namespace)
+        return write_kubeconfig(
+            path, self.url, self.rbac.token_for(identity), identity, namespace, ca_file=self.ca_file
+        )
 
 
 class Lab:
     """The lab on a background thread, for synchronous callers: `with Lab() as lab: ... lab.url ...`."""
 
-    def __init__(self, **options: Any) -> None:
+    def __init__(self, *, tls: bool = False, **options: Any) -> None:
+        """`options` are `AsyncLab`'s; `tls=True` serves https with a CA made in the lab's own temporary folder."""
         self._options = options
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="dispatch-lab", daemon=True)
         self._async: AsyncLab | None = None
         self._workdir = Path(tempfile.mkdtemp(prefix="dispatch-lab-"))
+        if tls:
+            self._options["tls_dir"] = self._workdir / "tls"
 
     @property
     def inner(self) -> AsyncLab:

@@ -19,8 +19,9 @@ from wsgiref.handlers import format_date_time
 
 import yaml
 from aiohttp import web
+from multidict import CIMultiDict
 
-from airflow_provider_dispatch.lab import discovery, errors, patching, strategy
+from airflow_provider_dispatch.lab import discovery, errors, field_validation, openapi, patching, strategy, tables
 from airflow_provider_dispatch.lab.admission import AdmissionChain, AdmissionRequest, Operation
 from airflow_provider_dispatch.lab.auth import AllowAnyone, Authenticator, Authorizer, UserInfo
 from airflow_provider_dispatch.lab.clock import LabClock
@@ -162,7 +163,7 @@ class LabApiServer:
             raise ApiError(404, "NotFound", "the server could not find the requested resource", {})
         user = request[USER_KEY]
         handlers: dict[str, Callable[[], Awaitable[web.StreamResponse]]] = {
-            "get": lambda: self._get(resource, namespace, require_name(info)),
+            "get": lambda: self._get(request, resource, namespace, require_name(info)),
             "list": lambda: self._list(request, resource, namespace),
             "watch": lambda: self._watch(request, resource, namespace),
             "create": lambda: self._create(request, resource, namespace, info, user),
@@ -194,6 +195,12 @@ class LabApiServer:
             body = discovery.group(self.registry, parts[1])
         elif len(parts) == 3 and parts[0] == "apis":
             body = discovery.resource_list(self.registry, parts[1], parts[2])
+        elif path == "/openapi/v3":
+            body = openapi.index(self.registry)
+        elif parts[:2] == ["openapi", "v3"]:
+            document = openapi.document(self.registry, "/".join(parts[2:]))
+            if document is not None:
+                return web.Response(body=document, content_type="application/json")
         if body is None:
             raise ApiError(404, "NotFound", "the server could not find the requested resource", {})
         return _json(body)
@@ -206,12 +213,22 @@ class LabApiServer:
             raise errors.not_found(resource.plural, resource.group, name)
         return obj
 
-    async def _get(self, resource: ResourceType, namespace: str | None, name: str) -> web.Response:
-        return _json(self._must_get(resource, namespace, name))
+    async def _get(
+        self, request: web.Request, resource: ResourceType, namespace: str | None, name: str
+    ) -> web.Response:
+        return self._read_answer(request, resource, self._must_get(resource, namespace, name))
 
     async def _list(self, request: web.Request, resource: ResourceType, namespace: str | None) -> web.Response:
         body = list_objects(self.store, resource, namespace, request.query, self.stale_list_revision)
-        return _json(body)
+        return self._read_answer(request, resource, body)
+
+    def _read_answer(self, request: web.Request, resource: ResourceType, body: Obj) -> web.Response:
+        """The object or list, or the Table of it when the client asks for one (`kubectl get`, `lab.tables`)."""
+        version = tables.wants_table(request.headers.get("Accept", ""))
+        if version is None:
+            return _json(body)
+        include = request.query.get("includeObject", "")
+        return _json(tables.to_table(resource, body, self.clock.now(), version=version, include=include))
 
     async def _watch(self, request: web.Request, resource: ResourceType, namespace: str | None) -> web.StreamResponse:
         stream = WatchStream(self.store, self.clock, resource, namespace, request.query, self.bookmark_interval)
@@ -317,6 +334,9 @@ class LabApiServer:
             raise errors.bad_request("the body of a create must be an object")
         self._check_body_kind(resource, body)
         dry_run = self._dry_run(request)
+        warnings = field_validation.check(
+            resource, body, field_validation.directive(request.query.get("fieldValidation"))
+        )
         obj = strategy.prepare_create(resource, body, namespace, self.clock)
         resource.schema.default(obj)
         resource.schema.prune(obj)
@@ -334,7 +354,7 @@ class LabApiServer:
                 ],
             )
         stored = await self._store_new(resource, namespace, obj, user, dry_run)
-        return _json(stored, 201)
+        return _json(stored, 201, CIMultiDict(field_validation.warning_headers(warnings)))
 
     async def _store_new(
         self, resource: ResourceType, namespace: str | None, obj: Obj, user: UserInfo, dry_run: bool
@@ -380,6 +400,9 @@ class LabApiServer:
             raise errors.bad_request("the body of an update must be an object")
         self._check_body_kind(resource, body)
         dry_run = self._dry_run(request)
+        warnings = field_validation.check(
+            resource, body, field_validation.directive(request.query.get("fieldValidation"))
+        )
         requested_rv = (body.get("metadata") or {}).get("resourceVersion")
         if not requested_rv and not resource.allows_unconditional_update:
             raise errors.invalid(
@@ -399,7 +422,7 @@ class LabApiServer:
             return copy.deepcopy(body)
 
         stored = await self._write_existing(resource, namespace, name, info.subresource, change, user, dry_run)
-        return _json(stored)
+        return _json(stored, headers=CIMultiDict(field_validation.warning_headers(warnings)))
 
     async def _patch(
         self,

@@ -57,18 +57,20 @@ class Pki:
         return self.ca_file.read_bytes()
 
 
-def make_pki(directory: Path) -> Pki:
-    """A new CA, a loopback serving certificate and a service account key, written into `directory`."""
+def make_pki(directory: Path, ca_name: str = "dispatch real control plane CA") -> Pki:
+    """A new CA, a loopback serving certificate and a service account key, written into `directory`.
+
+    The lab's `--tls` uses it too (`ca_name` tells the two CAs apart); it needs only the CA and the serving pair."""
     directory.mkdir(parents=True, exist_ok=True)
     now = datetime.datetime.now(datetime.UTC)
     not_before = now - datetime.timedelta(minutes=5)  # tolerate a little clock skew between the processes
 
     ca_key = _key()
-    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "dispatch real control plane CA")])
+    ca_subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, ca_name)])
     ca_cert = (
         x509.CertificateBuilder()
-        .subject_name(ca_name)
-        .issuer_name(ca_name)
+        .subject_name(ca_subject)
+        .issuer_name(ca_subject)
         .public_key(ca_key.public_key())
         .serial_number(x509.random_serial_number())
         .not_valid_before(not_before)
@@ -96,7 +98,7 @@ def make_pki(directory: Path) -> Pki:
     serving_cert = (
         x509.CertificateBuilder()
         .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")]))
-        .issuer_name(ca_name)
+        .issuer_name(ca_subject)
         .public_key(serving_key.public_key())
         .serial_number(x509.random_serial_number())
         .not_valid_before(not_before)

@@ -1,0 +1,177 @@
+"""`dispatch lab`: serve the lab (`lab serve`) or run the real control plane (`lab real`), until interrupted.
+
+Its own module so that the provider commands (`cli.py`) and the lab's commands change independently; `cli.py`
+registers the group. Bad options are usage errors (exit 2) before anything starts or is written; a port already
+in use is one line on stderr (exit 1). `lab serve` creates no folder: the kubeconfigs go into a folder that must
+exist, and it prints every file it writes. With `--tls` the keys live in a temporary folder removed at exit; the
+kubeconfigs carry the CA inline.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import signal
+import tempfile
+from pathlib import Path
+
+import click
+
+
+@click.group()
+def lab() -> None:
+    """The local Kubernetes API lab: a loopback API server with a simulated cluster."""
+
+
+def kubeconfig_paths(target: Path, identities: tuple[str, ...]) -> dict[str, Path]:
+    """Where each identity's kubeconfig goes: the admin's at `target`, the others beside it
+    (`lab-kubeconfig.yaml` -> `lab-kubeconfig-writer.yaml`, ...)."""
+    return {
+        identity: target if identity == "admin" else target.with_name(f"{target.stem}-{identity}{target.suffix}")
+        for identity in identities
+    }
+
+
+def _check_kubeconfig(ctx: click.Context, param: click.Parameter, value: Path) -> Path:
+    """The kubeconfig's folder must exist: the lab creates none (a typo must not leave folders behind)."""
+    target = value.expanduser().resolve()
+    if not target.parent.is_dir():
+        raise click.BadParameter(f"folder {target.parent} does not exist (the lab creates no folders)", ctx, param)
+    if target.is_dir():
+        raise click.BadParameter(f"{target} is a folder, not a file", ctx, param)
+    return target
+
+
+@lab.command("serve")
+@click.option(
+    "--port", default=0, show_default=True, type=click.IntRange(0, 65535), help="Loopback port; 0 picks a free one."
+)
+@click.option(
+    "--speed",
+    default=100.0,
+    show_default=True,
+    type=click.FloatRange(min=0, min_open=True),
+    help="How much faster than real time lab time runs (more than 0).",
+)
+@click.option(
+    "--kubeconfig",
+    "kubeconfig_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=Path("lab-kubeconfig.yaml"),
+    show_default="lab-kubeconfig.yaml",
+    callback=_check_kubeconfig,
+    help="Where to write the kubeconfig that reaches the lab (its folder must exist). With --rbac, each identity's "
+    "goes beside it: NAME-writer.yaml, NAME-reader.yaml, ...",
+)
+@click.option(
+    "--nodes",
+    default=3,
+    show_default=True,
+    type=click.IntRange(min=0),
+    help="Nodes to register (node-1, node-2, ...), each with its simulated kubelet.",
+)
+@click.option(
+    "--bare",
+    is_flag=True,
+    help="Serve the API only: no simulated controllers (Trainer, JobSet, Job, kubelets, Kueue ...) and no nodes.",
+)
+@click.option(
+    "--tls",
+    is_flag=True,
+    help="Serve https with a CA made at start (written into the kubeconfigs): kubectl sends tokens only over TLS.",
+)
+@click.option(
+    "--rbac",
+    is_flag=True,
+    help="Authenticate bearer tokens and enforce dispatch's RBAC; write a kubeconfig for each identity "
+    "(admin, writer, reader, no-nodes, controller).",
+)
+def serve(port: int, speed: float, kubeconfig_path: Path, nodes: int, bare: bool, tls: bool, rbac: bool) -> None:
+    """Serve the lab, with its simulated cluster, until interrupted."""
+    from airflow_provider_dispatch.lab.presets import ClusterShape, cluster_controllers, provision
+    from airflow_provider_dispatch.lab.rbac_setup import IDENTITIES
+    from airflow_provider_dispatch.lab.runtime import AsyncLab
+
+    paths = kubeconfig_paths(kubeconfig_path, IDENTITIES if rbac else ("admin",))
+
+    async def run(tls_dir: Path | None) -> None:
+        served = AsyncLab(
+            speed=speed, port=port, controllers=() if bare else cluster_controllers(), rbac=rbac, tls_dir=tls_dir
+        )
+        try:
+            await served.start()
+        except OSError as error:
+            reason = "address already in use" if error.errno == errno.EADDRINUSE else (error.strerror or str(error))
+            raise click.ClickException(f"cannot listen on 127.0.0.1:{port}: {reason}") from None
+        try:
+            if not bare:
+                scenario = await provision(served, ClusterShape(nodes=nodes), runtime=False)
+                await scenario.close()
+            for identity, path in paths.items():
+                if rbac:
+                    served.kubeconfig_for(identity, path)
+                else:
+                    served.kubeconfig(path)
+            extras = "".join(", " + flag for flag, on in (("TLS", tls), ("RBAC", rbac)) if on)
+            click.echo(f"lab API server on {served.url} (lab time x{speed}{extras})")
+            for identity, path in paths.items():
+                click.echo(f"kubeconfig: {path}" if identity == "admin" else f"kubeconfig ({identity}): {path}")
+            stop = asyncio.Event()
+            loop = asyncio.get_running_loop()
+            for signum in (signal.SIGINT, signal.SIGTERM):
+                loop.add_signal_handler(signum, stop.set)
+            await stop.wait()
+        finally:
+            await served.stop()
+
+    if not tls:
+        asyncio.run(run(None))
+        return
+    with tempfile.TemporaryDirectory(prefix="dispatch-lab-tls-") as keys:
+        asyncio.run(run(Path(keys)))
+
+
+@lab.command("real")
+@click.option(
+    "--nodes",
+    default=2,
+    show_default=True,
+    type=click.IntRange(min=0),
+    help="Nodes to register (node-1, node-2, ...), each with the lab's simulated kubelet.",
+)
+@click.option(
+    "--workdir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Folder for keys, kubeconfigs, data and logs (default: a new temporary folder, removed at the end).",
+)
+def real(nodes: int, workdir: Path | None) -> None:
+    """Run the real control plane (etcd, kube-apiserver, controller manager, scheduler, JobSet, Trainer, Kueue,
+    as controlplane/build makes them) with simulated nodes, until interrupted (Ctrl-C)."""
+    import logging
+    import threading
+
+    from airflow_provider_dispatch.lab.rbac_setup import IDENTITIES
+    from airflow_provider_dispatch.lab.real import RealCluster
+
+    logging.basicConfig(level=logging.WARNING, format="%(message)s")
+    logging.getLogger("airflow_provider_dispatch.lab.real.cluster").setLevel(logging.INFO)  # its start phases
+    names = [f"node-{index}" for index in range(1, nodes + 1)]
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    cluster = RealCluster(nodes=names, workdir=workdir, keep_workdir=workdir is not None)
+    click.echo("starting the real control plane (the first run on a machine builds it; that takes a while)")
+    try:
+        cluster.start()
+        pinned = ", ".join(f"{key.lower()} {value}" for key, value in cluster.versions.items())
+        click.echo(f"real API server on {cluster.url} ({pinned})")
+        click.echo(f"logs: {cluster.workdir / 'logs'}")
+        for identity in IDENTITIES:
+            click.echo(f"kubeconfig ({identity}): {cluster.kubeconfig(identity)}")
+        click.echo("Ctrl-C stops it")
+        stop.wait()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        click.echo("stopping the real control plane")
+        cluster.stop()
