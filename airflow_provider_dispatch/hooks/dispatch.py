@@ -30,7 +30,7 @@ from typing import Any, Final
 import kubernetes_asyncio
 import yaml
 from airflow.providers.cncf.kubernetes.hooks.kubernetes import AsyncKubernetesHook, KubernetesHook
-from airflow.sdk.exceptions import AirflowNotFoundException
+from airflow.providers.common.compat.sdk import AirflowNotFoundException
 from kubernetes_asyncio.config.kube_config import KUBE_CONFIG_DEFAULT_LOCATION, KubeConfigLoader, KubeConfigMerger
 
 from airflow_provider_dispatch import __version__

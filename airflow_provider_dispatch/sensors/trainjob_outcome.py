@@ -17,8 +17,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from airflow.providers.common.compat.sdk import AirflowException, AirflowFailException, AirflowSensorTimeout
 from airflow.sdk import Context, PokeReturnValue
-from airflow.sdk.exceptions import AirflowException, AirflowFailException, AirflowSensorTimeout
 
 from airflow_provider_dispatch.dispatch.assessment import Execution
 from airflow_provider_dispatch.hooks.checks import OutcomeCheck, outcome_check, outcome_decision, superseded_error
