@@ -1,0 +1,167 @@
+"""A lean install: the Airflow layer never imports the lab, and a wheel without the `lab` extra works on a worker.
+
+Each import runs in a fresh interpreter: this test session has imported the lab already (tests/conftest.py), so
+only a new process shows what importing one module pulls in. The lab-only dependencies are those of the `lab`
+extra that nothing a worker installs imports anyway: `cryptography` is in the extra for the real control plane's
+CA but Airflow itself requires and imports it, so only `celpy` and `jsonpatch` can tell.
+
+The wheel test builds the wheel as a release would (pip, build isolation, the package index only), installs it
+into a new virtual environment without the extra, and runs there what a worker runs; then it adds the extra and
+checks that the demo's DAG ships in the wheel. pip's cache makes the two installs take about a minute.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import venv
+from pathlib import Path
+
+import pytest
+
+from airflow_provider_dispatch.extras import EXIT_MISSING_EXTRA, LAB_EXTRA_INSTALL, LAB_EXTRA_MODULES
+from airflow_provider_dispatch.get_provider_info import get_provider_info
+
+ROOT = Path(__file__).resolve().parents[1]
+LAB_ONLY_MODULES = ("celpy", "jsonpatch")
+#: a subprocess prints what it imported of the lab and of the lab-only dependencies as one JSON line
+PROBE = textwrap.dedent(
+    """
+    import importlib, json, sys
+    importlib.import_module(sys.argv[1])
+    lab_only = set(sys.argv[2:])
+    print(json.dumps(sorted(
+        name for name in sys.modules
+        if name.startswith("airflow_provider_dispatch.lab") or name.split(".")[0] in lab_only
+    )))
+    """
+)
+
+
+def airflow_layer_modules() -> list[str]:
+    """Every module the provider info lists (importing one runs its package's `__init__` too), and the info."""
+    info = get_provider_info()
+    listed = [
+        module
+        for kind in ("hooks", "operators", "sensors", "triggers")
+        for entry in info[kind]
+        for module in entry["python-modules"]
+    ]
+    return sorted({*listed, "airflow_provider_dispatch.get_provider_info"})
+
+
+def imported_lab_modules(python: str | Path, module: str, env: dict[str, str] | None = None) -> list[str]:
+    result = subprocess.run(
+        [str(python), "-c", PROBE, module, *LAB_ONLY_MODULES],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+        env=env,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    imported: list[str] = json.loads(result.stdout.strip().splitlines()[-1])
+    return imported
+
+
+def test_the_lab_only_modules_are_in_the_lab_extra() -> None:
+    assert set(LAB_ONLY_MODULES) <= set(LAB_EXTRA_MODULES)
+    assert len(airflow_layer_modules()) >= 7
+
+
+@pytest.mark.parametrize("module", airflow_layer_modules())
+def test_importing_the_airflow_layer_never_imports_the_lab(module: str) -> None:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    assert imported_lab_modules(sys.executable, module, env) == []
+
+
+def test_the_probe_sees_a_lab_import() -> None:
+    """The check can fail: a module that does use the lab is reported."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    imported = imported_lab_modules(sys.executable, "airflow_provider_dispatch.lab.patching", env)
+    assert "airflow_provider_dispatch.lab.patching" in imported
+    assert "jsonpatch" in imported
+
+
+# --- the wheel, installed without and with the extra --------------------------------------------------------
+
+
+def pip(python: Path, *args: str) -> None:
+    command = [str(python), "-m", "pip", "--disable-pip-version-check", "--quiet", *args]
+    result = subprocess.run(command, capture_output=True, text=True, check=False, timeout=900)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+
+
+def run(command: list[str], home: Path, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    """A command in the new environment, outside the checkout (so that nothing is imported from it)."""
+    env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
+    env["AIRFLOW_HOME"] = str(home)
+    return subprocess.run(command, capture_output=True, text=True, check=False, timeout=timeout, cwd=home, env=env)
+
+
+@pytest.fixture(scope="module")
+def lean_venv(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """A new virtual environment with the wheel installed without extras: (its python, the wheel)."""
+    out = tmp_path_factory.mktemp("wheel")
+    command = [sys.executable, "-m", "pip", "wheel", str(ROOT), "--no-deps", "--quiet", "--disable-pip-version-check"]
+    result = subprocess.run([*command, "-w", str(out)], capture_output=True, text=True, check=False, timeout=600)
+    assert result.returncode == 0, result.stdout + result.stderr
+    (wheel,) = out.glob("airflow_provider_dispatch-*.whl")
+    target = tmp_path_factory.mktemp("lean-venv")
+    venv.create(target, with_pip=True)
+    python = target / "bin" / "python"
+    pip(python, "install", str(wheel))
+    return python, wheel
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1200)  # the fixture's two installs count here: a minute from pip's cache, more on a busy machine
+def test_the_wheel_without_the_extra_runs_the_airflow_layer_and_says_what_the_lab_needs(
+    lean_venv: tuple[Path, Path], tmp_path: Path
+) -> None:
+    python, _ = lean_venv
+    for module in airflow_layer_modules():
+        assert imported_lab_modules(python, module, {"AIRFLOW_HOME": str(tmp_path), "PATH": os.environ["PATH"]}) == []
+    for module in LAB_ONLY_MODULES:
+        found = run([str(python), "-c", f"import importlib.util as u; print(u.find_spec({module!r}))"], tmp_path)
+        assert found.stdout.strip() == "None", f"{module} is installed without the lab extra"
+
+    dispatch = str(python.parent / "dispatch")
+    for command in (["demo"], ["lab", "serve"], ["lab", "real"]):
+        result = run([dispatch, *command], tmp_path)
+        assert result.returncode == EXIT_MISSING_EXTRA, result.stdout + result.stderr
+        (line,) = result.stderr.strip().splitlines()
+        assert line.startswith(f"dispatch {' '.join(command)} needs the lab extra (missing: ")
+        assert line.endswith(LAB_EXTRA_INSTALL)
+        assert result.stdout == ""
+    # the worker's commands need no extra
+    assert run([dispatch, "status", "--help"], tmp_path).returncode == 0
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1200)
+def test_the_wheel_with_the_lab_extra_finds_the_demo_dag(lean_venv: tuple[Path, Path], tmp_path: Path) -> None:
+    python, wheel = lean_venv
+    pip(python, "install", f"{wheel}[lab]")
+    script = textwrap.dedent(
+        """
+        import runpy, sys
+        from airflow_provider_dispatch.demo import DAG_ID, find_dags_folder
+        folder = find_dags_folder()
+        dags = runpy.run_path(str(folder / f"{DAG_ID}.py"))
+        print(folder)
+        print(sorted(v.dag_id for v in dags.values() if type(v).__name__ == "DAG"))
+        """
+    )
+    result = run([str(python), "-c", script], tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    folder, dag_ids = result.stdout.strip().splitlines()[-2:]
+    site_packages = run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], tmp_path)
+    assert Path(folder) == Path(site_packages.stdout.strip()) / "airflow_provider_dispatch" / "example_dags"
+    assert dag_ids == "['lost_node_drill']"
+    usage = run([str(python.parent / "dispatch"), "demo", "--dags-folder", str(tmp_path)], tmp_path)
+    assert usage.returncode == 2, "the extra is there: the demo gets past the check to its own usage error"
+    assert "has no lost_node_drill.py" in usage.stderr
