@@ -33,6 +33,7 @@ from airflow_provider_dispatch.dispatch.errors import DispatchError
 from airflow_provider_dispatch.dispatch.evidence import DEFAULT_SETTLE_SECONDS
 from airflow_provider_dispatch.dispatch.policy import RISKS
 from airflow_provider_dispatch.dispatch.validation import Ref, validate_job_id, validate_namespace
+from airflow_provider_dispatch.extras import require_lab_extra
 
 
 @click.group()
@@ -123,7 +124,8 @@ def list_command(
     "--dags-folder",
     type=click.Path(file_okay=False, exists=True, path_type=Path),
     default=None,
-    help="The folder with lost_node_drill.py (default: example_dags/ of the checkout dispatch runs from).",
+    help="The folder with lost_node_drill.py (default: the example DAGs installed with dispatch, or example_dags/ "
+    "of the checkout an editable install runs from).",
 )
 @click.option(
     "--speed",
@@ -153,11 +155,12 @@ def demo(dags_folder: Path | None, speed: float, fence_after_seconds: float, wor
     ceased; the release waits for PodGC and admits the next execution. Prints what happened and the lab's own
     verdict (no two executions ran at once). Exit 0 when the drill ran and the verdict holds, else 1.
     """
+    require_lab_extra("dispatch demo")
     from airflow_provider_dispatch.demo import DemoOptions, find_dags_folder, run_demo
 
     folder = dags_folder or find_dags_folder()
     if folder is None:
-        raise click.UsageError("no example_dags/ folder next to this installation: pass --dags-folder")
+        raise click.UsageError("no example DAGs in this installation: pass --dags-folder")
     if not (folder / "lost_node_drill.py").is_file():
         raise click.BadParameter(f"{folder} has no lost_node_drill.py", param_hint="--dags-folder")
     options = DemoOptions(folder.resolve(), speed=speed, fence_after_seconds=fence_after_seconds, workdir=workdir)

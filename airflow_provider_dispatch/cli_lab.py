@@ -17,10 +17,14 @@ from pathlib import Path
 
 import click
 
+from airflow_provider_dispatch.extras import require_lab_extra
+
 
 @click.group()
-def lab() -> None:
+@click.pass_context
+def lab(ctx: click.Context) -> None:
     """The local Kubernetes API lab: a loopback API server with a simulated cluster."""
+    require_lab_extra(f"dispatch lab {ctx.invoked_subcommand}")
 
 
 def kubeconfig_paths(target: Path, identities: tuple[str, ...]) -> dict[str, Path]:

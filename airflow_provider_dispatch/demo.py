@@ -4,9 +4,9 @@ What it does (README's main command; docs: quickstart, "Rehearse a lost node"):
 
 1. start the lab with its whole simulated cluster (`lab.presets`: three nodes, the default runtime, the fencing
    agent; RBAC on) on a background thread of this process;
-2. make a fresh Airflow home in a temporary folder: sqlite, the DAG folder `example_dags/`, the connection
-   `kubernetes_default` as the lab's least-privilege `writer` and `lab_admin` as its admin (for the drill's
-   chaos steps), then `airflow db migrate`;
+2. make a fresh Airflow home in a temporary folder: sqlite, the DAG folder `example_dags/` (`find_dags_folder`),
+   the connection `kubernetes_default` as the lab's least-privilege `writer` and `lab_admin` as its admin (for
+   the drill's chaos steps), then `airflow db migrate`;
 3. run `airflow dags test lost_node_drill` as a subprocess (the DAG's tasks reach the lab over HTTP only);
 4. print what happened, from the DAG's own report and its sensor's wait reasons (read back from the log), and
    the lab's verdict, which no Airflow task can influence: the overlap recorder (processes that ran at the same
@@ -48,9 +48,17 @@ Echo = Callable[[str], None]
 
 
 def find_dags_folder() -> Path | None:
-    """`example_dags/` of the checkout this package runs from (an editable install), if there is one."""
-    candidate = Path(airflow_provider_dispatch.__file__).resolve().parents[1] / "example_dags"
-    return candidate if (candidate / f"{DAG_ID}.py").is_file() else None
+    """The example DAGs this installation has: the wheel's copy inside the package, else the checkout's.
+
+    The wheel maps the repository's top-level `example_dags/` to `airflow_provider_dispatch/example_dags/`
+    (pyproject's hatch `force-include`); an editable install has no such copy and runs from the checkout, whose
+    `example_dags/` sits next to the package.
+    """
+    package = Path(airflow_provider_dispatch.__file__).resolve().parent
+    for candidate in (package / "example_dags", package.parent / "example_dags"):
+        if (candidate / f"{DAG_ID}.py").is_file():
+            return candidate
+    return None
 
 
 @dataclass(frozen=True)

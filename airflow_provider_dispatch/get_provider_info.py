@@ -3,6 +3,10 @@
 `package-name` must equal the distribution's canonical name, or Airflow's provider discovery raises for every
 provider (research airflow.md section 1). The `kubernetes` connection type is reused from cncf-kubernetes and is
 deliberately not declared here: two providers declaring one type make one of them lose.
+
+The integration's `how-to-guide` lists pages of this repository's docs/ in the form ASF providers use
+(`/docs/...`, provider.yaml's schema); each must exist (tests/airflow/test_airflow_hooks.py). There is no
+`external-doc-url` and no logo: the project has no public address yet, and none is invented.
 """
 
 from __future__ import annotations
@@ -12,6 +16,8 @@ from typing import Any
 from airflow_provider_dispatch import __version__
 
 INTEGRATION = "Kubeflow Trainer (dispatch)"
+#: the how-to guides of the integration, as paths of the repository (its Sphinx site's sources)
+HOW_TO_GUIDES = ("/docs/quickstart.md", "/docs/airflow.rst", "/docs/kueue.md", "/docs/runbook.md")
 
 
 def get_provider_info() -> dict[str, Any]:
@@ -27,6 +33,7 @@ def get_provider_info() -> dict[str, Any]:
         "integrations": [
             {
                 "integration-name": INTEGRATION,
+                "how-to-guide": list(HOW_TO_GUIDES),
                 "tags": ["software"],
             }
         ],

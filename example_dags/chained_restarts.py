@@ -35,9 +35,9 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
+from airflow.providers.common.compat.sdk import AirflowFailException
 from airflow.providers.standard.operators.empty import EmptyOperator
 from airflow.sdk import Param, TaskGroup, TriggerRule, chain, get_current_context, task
-from airflow.sdk.exceptions import AirflowFailException
 
 # what the example DAGs share (dispatch_examples.py, beside this file; Airflow puts the DAG folder on sys.path)
 from dispatch_examples import KUBERNETES_CONN_ID, NAME, NAMESPACE, example_dag, runtime_param, trainjob_manifest

@@ -2,8 +2,9 @@
 
 The quickstart and the lab need package data besides the code: the upstream CRDs the lab serves, the RBAC
 manifests the docs tell operators to apply, `py.typed`, and the `dispatch` console script and Airflow's provider
-entry point. The metadata must render on PyPI (Markdown readme) and carry no invented URLs. (flit puts every file
-under the package folder into the wheel, ignored caches included: build releases from a clean clone.)
+entry point, and the example DAGs inside the package (hatch's `force-include` maps the repository's top-level
+`example_dags/` there, where `dispatch demo` finds them). The metadata must render on PyPI (Markdown readme) and
+carry no invented URLs. (hatchling leaves out what .gitignore names, caches included.)
 """
 
 from __future__ import annotations
@@ -12,10 +13,14 @@ import configparser
 import email.parser
 import subprocess
 import sys
+import tarfile
 import zipfile
 from pathlib import Path
 
 import pytest
+from packaging.requirements import Requirement
+
+from airflow_provider_dispatch.extras import LAB_EXTRA_MODULES
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "airflow_provider_dispatch"
@@ -44,6 +49,11 @@ def test_wheel_has_the_package_data(wheel: zipfile.ZipFile) -> None:
         assert path.relative_to(ROOT).as_posix() in names
     assert "airflow_provider_dispatch/py.typed" in names
     assert "airflow_provider_dispatch/cli.py" in names
+    dags = sorted(p.name for p in (ROOT / "example_dags").glob("*.py"))
+    assert "lost_node_drill.py" in dags
+    for dag in dags:
+        assert f"airflow_provider_dispatch/example_dags/{dag}" in names
+    assert not [n for n in names if "__pycache__" in n or n.endswith(".pyc")]
 
 
 def test_wheel_metadata(wheel: zipfile.ZipFile) -> None:
@@ -55,7 +65,20 @@ def test_wheel_metadata(wheel: zipfile.ZipFile) -> None:
     assert "Framework :: Apache Airflow :: Provider" in metadata.get_all("Classifier")
     assert metadata.get_all("Project-URL") is None, "project.urls must name real pages only"
     assert metadata.get_payload().startswith("# airflow-provider-dispatch")
-    assert set(metadata.get_all("Provides-Extra")) == {"test", "docs"}
+    assert set(metadata.get_all("Provides-Extra")) == {"lab", "test", "docs"}
+    requirements = [Requirement(r) for r in metadata.get_all("Requires-Dist")]
+    core = {r.name.lower().replace("_", "-") for r in requirements if r.marker is None}
+    assert core == {
+        "apache-airflow",
+        "apache-airflow-providers-cncf-kubernetes",
+        "kubernetes",
+        "kubernetes-asyncio",
+        "aiohttp",
+        "pyyaml",
+        "click",
+    }
+    lab = {r.name for r in requirements if r.marker is not None and r.marker.evaluate({"extra": "lab"})}
+    assert lab == set(LAB_EXTRA_MODULES.values())
 
     (entry_points,) = [n for n in wheel.namelist() if n.endswith(".dist-info/entry_points.txt")]
     parsed = configparser.ConfigParser()
@@ -64,3 +87,22 @@ def test_wheel_metadata(wheel: zipfile.ZipFile) -> None:
     assert dict(parsed["apache_airflow_provider"]) == {
         "provider_info": "airflow_provider_dispatch.get_provider_info:get_provider_info"
     }
+
+
+def test_the_sdist_has_every_tracked_file_but_ci(tmp_path: Path) -> None:
+    """The sdist is the whole source tree the tests need (hatch's sdist `include`): every file git tracks except
+    the CI script, and nothing .gitignore names."""
+    tracked = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=False)
+    if tracked.returncode != 0:
+        pytest.skip("not a git checkout: nothing to compare the sdist with")
+    command = [sys.executable, "-m", "hatchling", "build", "-t", "sdist", "-d", str(tmp_path)]
+    result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, check=False, timeout=300)
+    assert result.returncode == 0, result.stdout + result.stderr
+    (sdist,) = tmp_path.glob("airflow_provider_dispatch-*.tar.gz")
+    with tarfile.open(sdist) as archive:
+        names = {name.split("/", 1)[1] for name in archive.getnames() if "/" in name}
+    expected = {name for name in tracked.stdout.splitlines() if not name.startswith(".ci/")}
+    assert expected - names == set()
+    assert not [
+        name for name in names if "__pycache__" in name or name.startswith((".venv/", "tests/browser/artifacts/"))
+    ]

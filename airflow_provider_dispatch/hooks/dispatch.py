@@ -33,8 +33,7 @@ from typing import Any, Final
 import kubernetes_asyncio
 import yaml
 from airflow.providers.cncf.kubernetes.hooks.kubernetes import AsyncKubernetesHook, KubernetesHook
-from airflow.sdk import BaseHook, Connection
-from airflow.sdk.exceptions import AirflowFailException, AirflowNotFoundException
+from airflow.providers.common.compat.sdk import AirflowFailException, AirflowNotFoundException, BaseHook, Connection
 from kubernetes.config import kube_config as sync_kube_config
 from kubernetes_asyncio.config.kube_config import KUBE_CONFIG_DEFAULT_LOCATION, KubeConfigLoader, KubeConfigMerger
 

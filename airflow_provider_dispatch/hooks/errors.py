@@ -20,7 +20,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any, Final
 
-from airflow.sdk.exceptions import AirflowException, AirflowFailException
+from airflow.providers.common.compat.sdk import AirflowException, AirflowFailException
 
 from airflow_provider_dispatch.dispatch import errors as dispatch_errors_module
 from airflow_provider_dispatch.dispatch.errors import DispatchError, PodsRemainError, RefusedError, UnreachableError

@@ -59,9 +59,9 @@ from functools import cached_property
 from typing import Any, Final, Literal, NoReturn
 
 import yaml
+from airflow.providers.common.compat.sdk import AirflowException, AirflowFailException, conf
 from airflow.providers.standard.triggers.temporal import TimeDeltaTrigger
-from airflow.sdk import BaseOperator, Context, conf
-from airflow.sdk.exceptions import AirflowException, AirflowFailException
+from airflow.sdk import BaseOperator, Context
 
 from airflow_provider_dispatch.backoff import Backoff, BackoffSchedule
 from airflow_provider_dispatch.dispatch import programs
@@ -90,6 +90,7 @@ from airflow_provider_dispatch.dispatch.validation import Ref, parse_ref, render
 from airflow_provider_dispatch.dispatch.vocabulary import LABEL_JOB_ID, LABEL_SUBMISSION, labels_of
 from airflow_provider_dispatch.hooks.dispatch import DEFAULT_CONN_ID, DispatchHook
 from airflow_provider_dispatch.hooks.errors import airflow_errors, airflow_exception, exception_for_event
+from airflow_provider_dispatch.lineage import trainjob_lineage
 from airflow_provider_dispatch.operators.execution_record import ExecutionRecords, ExpectedExecution
 from airflow_provider_dispatch.triggers.base import DEFAULT_RECHECK_INTERVAL
 from airflow_provider_dispatch.triggers.pods_drained import PodsDrainedTrigger
@@ -160,6 +161,14 @@ class TrainJobOperator(BaseOperator):
     def _log_conflict(self, retry: ConflictRetry) -> None:
         self.log.info("%s", retry.describe())
 
+    def target(self) -> tuple[Ref, tuple[str, str] | None]:
+        """The TrainJob's ref, and (job id, submission) when known before it exists (open's manifest)."""
+        raise NotImplementedError
+
+    def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
+        """OpenLineage facets when the provider is installed (lineage.py): the TrainJob, the execution."""
+        return trainjob_lineage(self.target()[0], task_instance)
+
 
 class TrainJobHoldOperator(TrainJobOperator):
     """Hold TrainJob `namespace/name` (both templated); XCom: its current execution identity."""
@@ -174,6 +183,10 @@ class TrainJobHoldOperator(TrainJobOperator):
     def check_inputs(self) -> None:
         with airflow_errors():
             parse_ref(f"{self.namespace}/{self.name}")
+
+    def target(self) -> tuple[Ref, tuple[str, str] | None]:
+        with airflow_errors():
+            return parse_ref(f"{self.namespace}/{self.name}"), None
 
     def execute(self, context: Context) -> dict[str, Any]:
         self.check_inputs()
@@ -240,10 +253,6 @@ class AdmittingOperator(TrainJobOperator):
         )
 
     # --- for subclasses ------------------------------------------------------------------------------------
-
-    def target(self) -> tuple[Ref, tuple[str, str] | None]:
-        """The TrainJob's ref, and (job id, submission) when known before it exists (open's manifest)."""
-        raise NotImplementedError
 
     def admit(self, adapter: DispatchAdapter, ref: Ref) -> Execution:
         """The one call that may admit (release or open)."""

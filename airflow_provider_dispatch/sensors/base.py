@@ -26,13 +26,14 @@ from datetime import datetime, timedelta
 from functools import cached_property
 from typing import Any, Final, NoReturn
 
-from airflow.sdk import BaseSensorOperator, Context, PokeReturnValue, conf
-from airflow.sdk.exceptions import (
+from airflow.providers.common.compat.sdk import (
     AirflowFailException,
     AirflowSensorTimeout,
     AirflowSkipException,
     AirflowTaskTimeout,
+    conf,
 )
+from airflow.sdk import BaseSensorOperator, Context, PokeReturnValue
 from airflow.triggers.base import BaseTrigger
 
 from airflow_provider_dispatch.dispatch.sync_adapter import DispatchAdapter

@@ -30,8 +30,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from airflow.providers.common.compat.sdk import AirflowException, AirflowSensorTimeout
 from airflow.sdk import Context, PokeReturnValue
-from airflow.sdk.exceptions import AirflowException, AirflowSensorTimeout
 
 from airflow_provider_dispatch.hooks.checks import drain_check
 from airflow_provider_dispatch.hooks.errors import airflow_errors, exception_for_event

@@ -26,8 +26,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from airflow.providers.common.compat.sdk import AirflowException, AirflowSensorTimeout
 from airflow.sdk import Context, PokeReturnValue
-from airflow.sdk.exceptions import AirflowException, AirflowSensorTimeout
 
 from airflow_provider_dispatch.dispatch.assessment import Execution
 from airflow_provider_dispatch.dispatch.validation import rendered_integer

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from airflow.sdk.exceptions import AirflowException, AirflowFailException
+from airflow.providers.common.compat.sdk import AirflowException, AirflowFailException
 from airflow_lab import AirflowEnvironment, AirflowLab
 from dispatch.support import NAME, NS, node, pod, standard_api
 from dispatch_lab.cluster import Cluster
@@ -43,6 +43,7 @@ from airflow_provider_dispatch.version_compat import MINIMUM_AIRFLOW, require_su
 
 pytestmark = pytest.mark.airflow
 
+ROOT = Path(__file__).resolve().parents[2]
 NOW = datetime(2026, 8, 21, 10, 5, tzinfo=UTC)
 
 
@@ -192,10 +193,10 @@ def test_an_unknown_error_class_in_an_event_is_retryable() -> None:
 # --- version guard and provider info ----------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("version", "refused"), [((2, 11, 0), True), ((3, 0, 6), True), (MINIMUM_AIRFLOW, False)])
+@pytest.mark.parametrize(("version", "refused"), [((2, 11, 0), True), ((3, 2, 2), True), (MINIMUM_AIRFLOW, False)])
 def test_the_version_guard(version: tuple[int, int, int], refused: bool) -> None:
     if refused:
-        with pytest.raises(RuntimeError, match=r"needs Apache Airflow 3\.1\.0\+"):
+        with pytest.raises(RuntimeError, match=r"needs Apache Airflow 3\.3\.0\+"):
             require_supported_airflow(version)
     else:
         require_supported_airflow(version)
@@ -213,6 +214,21 @@ def test_every_module_the_provider_info_lists_imports() -> None:
     for module in modules:
         importlib.import_module(module)
     assert "connection-types" not in info  # the cncf `kubernetes` type is reused, never declared again
+
+
+def test_the_provider_info_is_valid_and_its_how_to_guides_exist() -> None:
+    from airflow.providers_manager import _create_provider_info_schema_validator
+
+    info = get_provider_info()
+    _create_provider_info_schema_validator().validate(info)  # what Airflow's provider manager checks
+    (integration,) = info["integrations"]
+    guides = integration["how-to-guide"]
+    assert guides
+    for guide in guides:
+        assert guide.startswith("/docs/"), guide
+        assert (ROOT / guide.lstrip("/")).is_file(), f"{guide} is not a page of docs/"
+    for kind in ("hooks", "operators", "sensors", "triggers"):
+        assert {entry["integration-name"] for entry in info[kind]} == {integration["integration-name"]}
 
 
 def test_a_poke_reads_and_decides_as_remaining_pods_does() -> None:

@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
+from airflow.providers.common.compat.sdk import AirflowException, AirflowFailException
 from airflow.sdk._shared.module_loading import import_string
-from airflow.sdk.exceptions import AirflowException, AirflowFailException
 from airflow.sdk.serde import deserialize, serialize
 from airflow.triggers.base import BaseTrigger
 from airflow_lab import AirflowLab, Seen

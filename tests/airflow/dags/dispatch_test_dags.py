@@ -12,8 +12,8 @@ from collections.abc import Mapping
 from datetime import datetime, timedelta
 from typing import Any, NoReturn, TypedDict
 
+from airflow.providers.common.compat.sdk import TaskDeferred
 from airflow.sdk import DAG, Context
-from airflow.sdk.exceptions import TaskDeferred
 from airflow.sdk.serde import serialize
 
 from airflow_provider_dispatch.operators.trainjob import (

@@ -1,0 +1,258 @@
+"""A lean install: the Airflow layer never imports the lab, and a wheel without the `lab` extra works on a worker.
+
+Each import runs in a fresh interpreter: this test session has imported the lab already (tests/conftest.py), so
+only a new process shows what importing one module pulls in. The lab-only dependencies are those of the `lab`
+extra that nothing a worker installs imports anyway: `cryptography` is in the extra for the real control plane's
+CA but Airflow itself requires and imports it, so only `celpy` and `jsonpatch` can tell.
+
+The wheel test builds the wheel as a release would (pip, build isolation, the package index only), installs it
+into a new virtual environment, and runs there what a worker runs; then it adds the extra and checks that the
+demo's DAG ships in the wheel. The new environment gets its dependencies from this test environment rather than
+from the package index: a folder of links to exactly the distributions the wheel's requirements need,
+transitively (their installed metadata says which), and for the extra a second folder with those of `[lab]`. A
+worker's dependencies are some 290 distributions; downloading them again took 17 minutes on a busy machine (this
+package index sends nothing pip may cache), this takes seconds.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import json
+import os
+import subprocess
+import sys
+import sysconfig
+import textwrap
+import venv
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from packaging.requirements import Requirement
+
+from airflow_provider_dispatch.extras import EXIT_MISSING_EXTRA, LAB_EXTRA_INSTALL, LAB_EXTRA_MODULES
+from airflow_provider_dispatch.get_provider_info import get_provider_info
+
+ROOT = Path(__file__).resolve().parents[1]
+LAB_ONLY_MODULES = ("celpy", "jsonpatch")
+LAB_ONLY_DISTRIBUTIONS = ("cel-python", "jsonpatch")
+#: a subprocess prints what it imported of the lab and of the lab-only dependencies as one JSON line
+PROBE = textwrap.dedent(
+    """
+    import importlib, json, sys
+    importlib.import_module(sys.argv[1])
+    lab_only = set(sys.argv[2:])
+    print(json.dumps(sorted(
+        name for name in sys.modules
+        if name.startswith("airflow_provider_dispatch.lab") or name.split(".")[0] in lab_only
+    )))
+    """
+)
+
+
+def airflow_layer_modules() -> list[str]:
+    """Every module the provider info lists (importing one runs its package's `__init__` too), and the info."""
+    info = get_provider_info()
+    listed = [
+        module
+        for kind in ("hooks", "operators", "sensors", "triggers")
+        for entry in info[kind]
+        for module in entry["python-modules"]
+    ]
+    return sorted({*listed, "airflow_provider_dispatch.get_provider_info"})
+
+
+def imported_lab_modules(python: str | Path, module: str, env: dict[str, str] | None = None) -> list[str]:
+    result = subprocess.run(
+        [str(python), "-c", PROBE, module, *LAB_ONLY_MODULES],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+        env=env,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    imported: list[str] = json.loads(result.stdout.strip().splitlines()[-1])
+    return imported
+
+
+def test_the_lab_only_modules_are_in_the_lab_extra() -> None:
+    assert set(LAB_ONLY_MODULES) <= set(LAB_EXTRA_MODULES)
+    assert len(airflow_layer_modules()) >= 7
+
+
+@pytest.mark.parametrize("module", airflow_layer_modules())
+def test_importing_the_airflow_layer_never_imports_the_lab(module: str) -> None:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    assert imported_lab_modules(sys.executable, module, env) == []
+
+
+def test_the_probe_sees_a_lab_import() -> None:
+    """The check can fail: a module that does use the lab is reported."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    imported = imported_lab_modules(sys.executable, "airflow_provider_dispatch.lab.patching", env)
+    assert "airflow_provider_dispatch.lab.patching" in imported
+    assert "jsonpatch" in imported
+
+
+# --- the wheel, installed without and with the extra --------------------------------------------------------
+
+
+def canonical(name: str) -> str:
+    return name.lower().replace("_", "-").replace(".", "-")
+
+
+def requirement_closure(names: list[str]) -> set[str]:
+    """The installed distributions `names` need, transitively (no extras: what `pip install NAME` brings)."""
+    seen: set[str] = set()
+    todo = [canonical(name) for name in names]
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        try:
+            requires = importlib.metadata.requires(name) or []
+        except importlib.metadata.PackageNotFoundError:
+            continue  # a requirement for another platform or Python, not installed here
+        for text in requires:
+            requirement = Requirement(text)
+            if requirement.marker is None or requirement.marker.evaluate({"extra": ""}):
+                todo.append(canonical(requirement.name))
+    return seen
+
+
+def worker_requirements() -> list[str]:
+    """The distributions `pip install airflow-provider-dispatch` asks for (no extra)."""
+    requires = importlib.metadata.requires("airflow-provider-dispatch") or []
+    return [Requirement(text).name for text in requires if Requirement(text).marker is None]
+
+
+def lab_requirements() -> list[str]:
+    requires = importlib.metadata.requires("airflow-provider-dispatch") or []
+    return [
+        Requirement(text).name
+        for text in requires
+        if (marker := Requirement(text).marker) is not None and marker.evaluate({"extra": "lab"})
+    ]
+
+
+def test_no_requirement_of_a_worker_pulls_in_a_lab_only_distribution() -> None:
+    closure = requirement_closure(worker_requirements())
+    assert {"apache-airflow-core", "apache-airflow-task-sdk", "kubernetes"} <= closure  # the walk walks
+    assert closure.isdisjoint(LAB_ONLY_DISTRIBUTIONS)
+    assert "apache-airflow-providers-openlineage" not in closure
+
+
+def link_site(folder: Path, keep: Callable[[str], bool]) -> Path:
+    """A folder of links to the top-level entries of this environment's site-packages for which `keep` holds."""
+    folder.mkdir()
+    purelib = Path(sysconfig.get_paths()["purelib"])
+    for entry in purelib.iterdir():
+        if keep(entry.name):
+            (folder / entry.name).symlink_to(entry)
+    return folder
+
+
+def top_level(distributions: set[str]) -> set[str]:
+    """The top-level site-packages entries the installed distributions own (shared `__pycache__` aside)."""
+    entries: set[str] = set()
+    for name in distributions:
+        try:
+            files = importlib.metadata.distribution(name).files or []
+        except importlib.metadata.PackageNotFoundError:
+            continue
+        entries |= {path.parts[0] for path in files if path.parts[0] not in ("..", "__pycache__")}
+    return entries
+
+
+def pip(python: Path, *args: str) -> None:
+    command = [str(python), "-m", "pip", "--disable-pip-version-check", "--quiet", *args]
+    result = subprocess.run(command, capture_output=True, text=True, check=False, timeout=600)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+
+
+def run(command: list[str], home: Path, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    """A command in the new environment, outside the checkout (so that nothing is imported from it)."""
+    env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
+    env["AIRFLOW_HOME"] = str(home)
+    return subprocess.run(command, capture_output=True, text=True, check=False, timeout=timeout, cwd=home, env=env)
+
+
+@pytest.fixture(scope="module")
+def lean_venv(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """A new virtual environment with the wheel installed and a worker's dependencies: (its python, its site)."""
+    out = tmp_path_factory.mktemp("wheel")
+    command = [sys.executable, "-m", "pip", "wheel", str(ROOT), "--no-deps", "--quiet", "--disable-pip-version-check"]
+    result = subprocess.run([*command, "-w", str(out)], capture_output=True, text=True, check=False, timeout=600)
+    assert result.returncode == 0, result.stdout + result.stderr
+    (wheel,) = out.glob("airflow_provider_dispatch-*.whl")
+    target = tmp_path_factory.mktemp("lean-venv")
+    venv.create(target / "venv", with_pip=True)
+    python = target / "venv" / "bin" / "python"
+    site = Path(
+        run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], target).stdout.strip()
+    )
+    # what `pip install airflow-provider-dispatch` brings, as this environment has it installed
+    worker_entries = top_level(requirement_closure(worker_requirements()))
+    worker = link_site(target / "worker-site", lambda name: name in worker_entries)
+    (site / "worker-site.pth").write_text(f"import site; site.addsitedir({str(worker)!r})\n")
+    pip(python, "install", "--no-deps", "--no-index", str(wheel))
+    return python, site
+
+
+def test_the_wheel_without_the_extra_runs_the_airflow_layer_and_says_what_the_lab_needs(
+    lean_venv: tuple[Path, Path], tmp_path: Path
+) -> None:
+    python, _ = lean_venv
+    found = run([str(python), "-c", "import airflow_provider_dispatch as p; print(p.__file__)"], tmp_path)
+    assert Path(found.stdout.strip()).is_relative_to(python.parents[1]), "the wheel, not the checkout"
+    for module in LAB_ONLY_MODULES:
+        spec = run([str(python), "-c", f"import importlib.util as u; print(u.find_spec({module!r}))"], tmp_path)
+        assert spec.stdout.strip() == "None", f"{module} is there without the lab extra"
+    env = {"AIRFLOW_HOME": str(tmp_path), "PATH": os.environ["PATH"]}
+    for module in airflow_layer_modules():
+        assert imported_lab_modules(python, module, env) == []
+    lineage = "from airflow_provider_dispatch.operators.trainjob import TrainJobHoldOperator as H; "
+    lineage += "print(H(task_id='h', namespace='ml', name='ft-7').get_openlineage_facets_on_complete(object()))"
+    assert run([str(python), "-c", lineage], tmp_path).stdout.strip().splitlines()[-1] == "None"
+
+    dispatch = str(python.parent / "dispatch")
+    for command in (["demo"], ["lab", "serve"], ["lab", "real"]):
+        result = run([dispatch, *command], tmp_path)
+        assert result.returncode == EXIT_MISSING_EXTRA, result.stdout + result.stderr
+        (line,) = result.stderr.strip().splitlines()
+        assert line == f"dispatch {' '.join(command)} needs the lab extra (missing: cel-python, jsonpatch): " + (
+            LAB_EXTRA_INSTALL
+        )
+        assert result.stdout == ""
+    assert run([dispatch, "status", "--help"], tmp_path).returncode == 0  # a worker's command needs no extra
+
+
+def test_the_wheel_with_the_lab_extra_finds_the_demo_dag(lean_venv: tuple[Path, Path], tmp_path: Path) -> None:
+    python, site = lean_venv
+    lab_entries = top_level(requirement_closure(lab_requirements()))
+    lab = link_site(tmp_path / "lab-site", lambda name: name in lab_entries)
+    (site / "lab-site.pth").write_text(f"{lab}\n")
+    try:
+        script = textwrap.dedent(
+            """
+            import runpy, sys
+            from airflow_provider_dispatch.demo import DAG_ID, find_dags_folder
+            folder = find_dags_folder()
+            sys.path.insert(0, str(folder))  # as Airflow puts the DAG folder on the path
+            dags = runpy.run_path(str(folder / f"{DAG_ID}.py"))
+            print(folder)
+            print(sorted(v.dag_id for v in dags.values() if type(v).__name__ == "DAG"))
+            """
+        )
+        result = run([str(python), "-c", script], tmp_path)
+        assert result.returncode == 0, result.stderr[-3000:]
+        folder, dag_ids = result.stdout.strip().splitlines()[-2:]
+        assert Path(folder) == site / "airflow_provider_dispatch" / "example_dags"
+        assert dag_ids == "['lost_node_drill']"
+        usage = run([str(python.parent / "dispatch"), "demo", "--dags-folder", str(tmp_path)], tmp_path)
+        assert usage.returncode == 2, "with the extra the demo gets past the check, to its own usage error"
+        assert "has no lost_node_drill.py" in usage.stderr
+    finally:
+        (site / "lab-site.pth").unlink()
