@@ -23,12 +23,15 @@ cut to `TEXT_LIMIT`, so the whole state stays below `STATE_LIMIT` characters how
 
 from __future__ import annotations
 
+import copy
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Any, Final
 
+from airflow_provider_dispatch.dispatch import vocabulary as v
+from airflow_provider_dispatch.dispatch.errors import SpecRejectedError
 from airflow_provider_dispatch.dispatch.payloads import cut
 
 #: the most restarts one chain may make: the history of executions travels in every deferral's `next_kwargs`
@@ -223,6 +226,31 @@ def trainjob_name(base: str, submission: int) -> str:
     return f"{base}-{submission}"
 
 
+def submission_manifest(manifest: Mapping[str, Any], submission: int) -> dict[str, Any]:
+    """The TrainJob of submission k from the chain's manifest: named `<metadata.name>-<k>`, labelled submission k,
+    and labelled job id `metadata.name` unless the manifest gives its own. The manifest must not carry a
+    submission label (the chain numbers its submissions): `SpecRejectedError` (a refusal) otherwise. What
+    `programs.prepare_manifest` checks (namespace, name length, the other labels) is left to it."""
+    metadata = manifest.get("metadata")
+    if not isinstance(metadata, Mapping) or not isinstance(metadata.get("name"), str):
+        raise SpecRejectedError("the chain's TrainJob manifest needs metadata.name (its TrainJobs are <name>-<k>)")
+    base = str(metadata["name"])
+    labels = v.labels_of(manifest)
+    if v.LABEL_SUBMISSION in labels:
+        raise SpecRejectedError(
+            f"the chain's TrainJob manifest {base} sets the label {v.LABEL_SUBMISSION}; the restart operator "
+            "numbers the submissions itself (1, 2, ...), remove it"
+        )
+    body = copy.deepcopy(dict(manifest))
+    body["metadata"] = {**body["metadata"], "name": trainjob_name(base, submission)}
+    body["metadata"]["labels"] = {
+        **labels,
+        v.LABEL_JOB_ID: labels.get(v.LABEL_JOB_ID, base),
+        v.LABEL_SUBMISSION: str(submission),
+    }
+    return body
+
+
 def give_up_message(state: RestartState, trainjob: str) -> str:
     """Why an exhausted chain fails its task: the limit, and how the last submission ended."""
     last = state.current
@@ -311,6 +339,7 @@ __all__ = [
     "from_json",
     "give_up_message",
     "start",
+    "submission_manifest",
     "trainjob_name",
     "validate_max_restarts",
 ]

@@ -27,6 +27,26 @@ from airflow_provider_dispatch.sensors.base import DispatchSensor
 from airflow_provider_dispatch.triggers.trainjob_outcome import TrainJobOutcomeTrigger
 
 
+def outcome_wait_reason(check: OutcomeCheck, admission: int | None) -> tuple[bool, str, str]:
+    """Whether the wait for the outcome (of execution `admission`, or of whatever runs) is over, its wait reason,
+    and the short line logged while the reason does not change; a superseded execution is a refusal (raised).
+    The sensor and the restart operator (`operators.restarts`) both show this."""
+    decision = outcome_decision(check, admission)
+    if decision == "superseded" and admission is not None:
+        raise airflow_exception(superseded_error(check, admission))
+    if decision == "finished":
+        reason = f"TrainJob {check.ref} execution {check.execution.admission} finished: {check.outcome}"
+        if check.reason:
+            reason += f" ({check.reason})"
+        return True, reason, reason
+    awaited = f"execution {admission}" if admission is not None else "its current execution"
+    reason = (
+        f"waiting for TrainJob {check.ref} to finish {awaited}: it runs execution "
+        f"{check.execution.admission} and has neither Complete nor Failed"
+    )
+    return False, reason, f"still waiting for TrainJob {check.ref} to finish {awaited}"
+
+
 class TrainJobOutcomeSensor(DispatchSensor):
     """Wait until TrainJob `namespace/name` has `Complete` or `Failed` (for execution `admission`, if given).
 
@@ -64,22 +84,9 @@ class TrainJobOutcomeSensor(DispatchSensor):
 
     def evaluate(self, context: Context, check: OutcomeCheck, admission: int | None) -> PokeReturnValue:
         self._last_check = check
-        decision = outcome_decision(check, admission)
-        if decision == "superseded" and admission is not None:
-            raise airflow_exception(superseded_error(check, admission))
-        if decision == "finished":
-            reason = f"TrainJob {check.ref} execution {check.execution.admission} finished: {check.outcome}"
-            if check.reason:
-                reason += f" ({check.reason})"
-            self.show_wait_reason(context, reason, reason)
-            return PokeReturnValue(is_done=True, xcom_value=check.as_dict())
-        awaited = f"execution {admission}" if admission is not None else "its current execution"
-        reason = (
-            f"waiting for TrainJob {check.ref} to finish {awaited}: it runs execution "
-            f"{check.execution.admission} and has neither Complete nor Failed"
-        )
-        self.show_wait_reason(context, reason, f"still waiting for TrainJob {check.ref} to finish {awaited}")
-        return PokeReturnValue(is_done=False)
+        finished, reason, short = outcome_wait_reason(check, admission)
+        self.show_wait_reason(context, reason, short)
+        return PokeReturnValue(is_done=finished, xcom_value=check.as_dict() if finished else None)
 
     def make_trigger(self, **kwargs: Any) -> TrainJobOutcomeTrigger:
         return TrainJobOutcomeTrigger(self.namespace, self.name, admission=self.awaited_admission(), **kwargs)
@@ -91,7 +98,7 @@ class TrainJobOutcomeSensor(DispatchSensor):
             raise exception_for_event(event)
         if status not in ("finished", "timeout"):
             raise AirflowException(f"TrainJobOutcomeTrigger sent an event this sensor does not know: {status!r}")
-        check = _outcome_from_event(event)
+        check = outcome_from_event(event)
         result = self.evaluate(context, check, self.awaited_admission())
         if result.is_done:
             return result.xcom_value
@@ -106,7 +113,7 @@ class TrainJobOutcomeSensor(DispatchSensor):
         )
 
 
-def _outcome_from_event(event: Mapping[str, Any]) -> OutcomeCheck:
+def outcome_from_event(event: Mapping[str, Any]) -> OutcomeCheck:
     """The check a `finished`/`timeout` event carries (`OutcomeCheck.as_dict()`), back as the dataclass."""
     execution = event.get("execution") or {}
     return OutcomeCheck(
@@ -121,4 +128,4 @@ def _outcome_from_event(event: Mapping[str, Any]) -> OutcomeCheck:
     )
 
 
-__all__ = ["TrainJobOutcomeSensor"]
+__all__ = ["TrainJobOutcomeSensor", "outcome_from_event", "outcome_wait_reason"]

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
+import itertools
 import json
 import sys
 import uuid
@@ -457,3 +458,142 @@ def test_kueue_mode_readmits_only_after_the_old_pods_are_gone(
     )
     assert cluster_lab.scenario.overlaps(namespace, "queued") == []
     assert cluster_lab.admissions(namespace, "queued") == ["1", "2"]
+
+
+# --- the restart operator -------------------------------------------------------------------------------------
+
+
+def trainjobs_in(cluster_lab: ClusterLab, namespace: str) -> list[str]:
+    custom = kubernetes.client.CustomObjectsApi(cluster_lab.api)
+    listed = custom.list_namespaced_custom_object(TRAINJOB.group, TRAINJOB.version, namespace, TRAINJOB.plural)
+    return sorted(item["metadata"]["name"] for item in listed["items"])
+
+
+def one_after_another(cluster_lab: ClusterLab, namespace: str, names: list[str]) -> None:
+    """The lab's truth: each submission's processes all started after every process of the one before stopped."""
+    runs = {name: cluster_lab.scenario.processes(namespace, name) for name in names}
+    assert all(runs.values()), runs
+    for before, after in itertools.pairwise(names):
+        assert max(r.stop or float("inf") for r in runs[before]) <= min(r.start for r in runs[after])
+
+
+def test_the_restart_operator_restarts_failed_submissions_until_one_completes(
+    cluster_lab: ClusterLab, example_dags: dict[str, Any], namespace: str, capfd: pytest.CaptureFixture[str]
+) -> None:
+    runtime = make_runtime(
+        cluster_lab, annotations={RUN_SECONDS: "20", EXIT_CODE_BY_SUBMISSION: "1=3,2=3"}, finite=True
+    )
+    result = run(example_dags, "restart_operator", namespace=namespace, name="job", runtime=runtime, max_restarts=3)
+    out = capfd.readouterr().out
+    assert result.state == "success", out[-4000:]
+    assert result.try_number("train") == 1
+    assert result.xcom("train") == {
+        "outcome": "Complete",
+        "trainjob": f"{namespace}/job-3",
+        "submission": 3,
+        "restarts": 2,
+        "execution": {"job_id": "job", "submission": "3", "admission": 1},
+    }
+    chain = result.xcom("train", "restarts")
+    assert (chain["stage"], chain["max_restarts"]) == ("succeeded", 3)
+    history = chain["history"]
+    assert [(h["submission"], h["trainjob"], h["admission"], h["outcome"]) for h in history] == [
+        (1, f"{namespace}/job-1", 1, "Failed"),
+        (2, f"{namespace}/job-2", 1, "Failed"),
+        (3, f"{namespace}/job-3", 1, "Complete"),
+    ]
+    assert [h["drained"] for h in history] == ["drained", "drained", None]
+    for before, after in itertools.pairwise(history):
+        assert before["opened_at"] <= before["finished_at"] <= before["drained_at"] <= after["opened_at"]
+    assert result.xcom("report") == {"submissions": 3, "outcomes": ["Failed", "Failed", "Complete"]}
+    # the wait reason at each stage, as the task logged it
+    assert f"submission 1: waiting for TrainJob {namespace}/job-1 to finish execution 1" in out
+    assert f"submission 1: TrainJob {namespace}/job-1 execution 1 finished: Failed" in out
+    assert f"Submission 1 failed: held TrainJob {namespace}/job-1" in out
+    assert f"submission 3: TrainJob {namespace}/job-3 execution 1 finished: Complete" in out
+
+    # the lab's truth: one submission at a time, each admitted once, no fourth
+    assert trainjobs_in(cluster_lab, namespace) == ["job-1", "job-2", "job-3"]
+    one_after_another(cluster_lab, namespace, ["job-1", "job-2", "job-3"])
+    assert [cluster_lab.admissions(namespace, n) for n in ("job-1", "job-2", "job-3")] == [["1"], ["1"], ["1"]]
+
+
+def test_the_restart_operator_fails_clearly_when_max_restarts_are_used_up(
+    cluster_lab: ClusterLab, example_dags: dict[str, Any], namespace: str, capfd: pytest.CaptureFixture[str]
+) -> None:
+    runtime = make_runtime(
+        cluster_lab, annotations={RUN_SECONDS: "10", EXIT_CODE_BY_SUBMISSION: "1=3,2=4,3=0"}, finite=True
+    )
+    result = run(example_dags, "restart_operator", namespace=namespace, name="job", runtime=runtime, max_restarts=1)
+    out = capfd.readouterr().out
+    assert result.state == "failed"
+    assert (result.task_state("train"), result.try_number("train")) == ("failed", 1)
+    assert result.task_state("report") == "upstream_failed"
+    assert (
+        f"gave up after 1 restart (max_restarts=1): submission 2, TrainJob {namespace}/job-2 execution 1, ended "
+        "Failed" in out
+    )
+    chain = result.xcom("train", "restarts")
+    assert chain["stage"] == "exhausted"
+    assert [h["outcome"] for h in chain["history"]] == ["Failed", "Failed"]
+    assert trainjobs_in(cluster_lab, namespace) == ["job-1", "job-2"]  # no third submission, though it would pass
+
+
+def test_the_restart_operator_refuses_a_bad_manifest_before_writing(
+    cluster_lab: ClusterLab, example_dags: dict[str, Any], namespace: str, capfd: pytest.CaptureFixture[str]
+) -> None:
+    mark = cluster_lab.probe.mark()
+    result = run(example_dags, "restart_operator", namespace=namespace, name="x" * 61, max_restarts=25)
+    out = capfd.readouterr().out
+    assert result.state == "failed"
+    assert (result.task_state("train"), result.try_number("train")) == ("failed", 1)
+    assert f"{'x' * 61}-26' is 64 characters long" in out  # the last submission's name is the one too long
+    assert trainjobs_in(cluster_lab, namespace) == []
+    assert not [seen for seen in cluster_lab.probe.since(mark) if seen.writes]
+
+
+def test_the_restart_operator_waits_for_a_frozen_nodes_pod_before_the_next_submission(
+    cluster_lab: ClusterLab, example_dags: dict[str, Any], namespace: str, capfd: pytest.CaptureFixture[str]
+) -> None:
+    scenario, probe = cluster_lab.scenario, cluster_lab.probe
+    runtime = make_runtime(cluster_lab, annotations={RUN_SECONDS: "60", EXIT_CODE_BY_SUBMISSION: "1=3"}, finite=True)
+    frozen: list[str] = []
+
+    def shown_unknown(seen: list[Any]) -> bool:
+        reason = find_wait_reasons("restart_operator", "train", f"{namespace}/job-1").get("xcom", "")
+        return f"on {frozen[0]} (Ready=Unknown)" in reason
+
+    def freeze_then_fence() -> None:
+        """Freeze a node of submission 1 while it runs; once the task shows the node Ready=Unknown, power the
+        machine off and taint the node out-of-service, as the runbook says (the taint asserts the shutdown)."""
+        wait_pods_running(cluster_lab, namespace, "job-1", admission="1", count=2)
+        core = kubernetes.client.CoreV1Api(cluster_lab.api)
+        pods = core.list_namespaced_pod(namespace, label_selector=f"{LABEL_JOBSET_NAME}=job-1").items
+        frozen.append(sorted(p.spec.node_name for p in pods)[0])
+        scenario.freeze(frozen[0])
+        probe.wait_for(shown_unknown)
+        scenario.power_off(frozen[0])
+        scenario.taint_out_of_service(frozen[0])
+
+    actor = Actor(freeze_then_fence).start()
+    try:
+        result = run(example_dags, "restart_operator", namespace=namespace, name="job", runtime=runtime)
+        actor.join()
+    finally:
+        if frozen:
+            scenario.recover(frozen[0])
+            scenario.untaint(frozen[0], "node.kubernetes.io/out-of-service")
+    out = capfd.readouterr().out
+    [node] = frozen
+    assert result.state == "success", out[-4000:]
+    assert result.xcom("train")["trainjob"] == f"{namespace}/job-2"
+    history = result.xcom("train", "restarts")["history"]
+    assert [(h["outcome"], h["drained"]) for h in history][1] == ("Complete", None)
+    assert history[0]["outcome"] == "Failed"
+    assert history[0]["drained"] in ("ceased", "drained")
+    # the wait reason while the node was frozen: the pod, its node and state, the command that would unblock it
+    assert "submission 1 failed; before submission 2: waiting for the pods of TrainJob" in out
+    assert f"on {node} (Ready=Unknown)" in out
+    assert f"kubectl taint node {node} node.kubernetes.io/out-of-service=nodeshutdown:NoExecute" in out
+    one_after_another(cluster_lab, namespace, ["job-1", "job-2"])
+    assert node not in {r.node for r in cluster_lab.scenario.processes(namespace, "job-2")}
