@@ -244,6 +244,21 @@ class TrainJobRestartOperator(ShowsWaitReason, TrainJobOpenOperator):
         except restarts.TransitionError as error:
             raise AirflowException(f"cannot resume the restart chain: {error}") from error
 
+    def resumed_event(
+        self, context: Context, event: Mapping[str, Any] | None, restart_state: object
+    ) -> tuple[Mapping[str, Any], object]:
+        """Rebuild the chain, then the trigger's event and its status; an `error` event raises (the one mapping)."""
+        self.resume(context, restart_state)
+        event = event or {}
+        if event.get("status") == "error":
+            raise exception_for_event(event)
+        return event, event.get("status")
+
+    def defer_until(self, trigger: BaseTrigger, method_name: str, deadline: float) -> NoReturn:
+        """Defer to `trigger`, which answers by `deadline` (epoch seconds); the deferral's own timeout is later."""
+        left = timedelta(seconds=max(0.0, deadline - time.time()))
+        self.defer(trigger=trigger, method_name=method_name, timeout=left + DEFERRAL_MARGIN)
+
     def deadline(self, context: Context) -> float:
         """The open's wait (a namesake's pods) and the drain are bounded from the start of their stage."""
         return self.state.stage_started + self.wait_timeout
@@ -298,8 +313,7 @@ class TrainJobRestartOperator(ShowsWaitReason, TrainJobOpenOperator):
             recheck_interval=self.recheck_interval,
             **self.hook.trigger_connection_kwargs(),
         )
-        left = timedelta(seconds=max(0.0, deadline - time.time()))
-        self.defer(trigger=trigger, method_name="outcome_complete", timeout=left + DEFERRAL_MARGIN)
+        self.defer_until(trigger, "outcome_complete", deadline)
 
     def outcome_shown(self, context: Context, check: Any) -> bool:
         """Show the outcome wait's reason; on an outcome, move the chain on (True)."""
@@ -314,11 +328,7 @@ class TrainJobRestartOperator(ShowsWaitReason, TrainJobOpenOperator):
         self, context: Context, event: Mapping[str, Any] | None = None, restart_state: object = None
     ) -> dict[str, Any]:
         """Resume from `TrainJobOutcomeTrigger`: the outcome moves the chain on; a timeout fails the task."""
-        self.resume(context, restart_state)
-        event = event or {}
-        status = event.get("status")
-        if status == "error":
-            raise exception_for_event(event)
+        event, status = self.resumed_event(context, event, restart_state)
         if status not in ("finished", "timeout"):
             raise AirflowException(f"TrainJobOutcomeTrigger sent an event this operator does not know: {status!r}")
         if not self.outcome_shown(context, outcome_from_event(event)):
@@ -361,18 +371,13 @@ class TrainJobRestartOperator(ShowsWaitReason, TrainJobOpenOperator):
             recheck_interval=self.recheck_interval,
             **self.hook.trigger_connection_kwargs(),
         )
-        left = timedelta(seconds=max(0.0, deadline - time.time()))
-        self.defer(trigger=trigger, method_name="drain_complete", timeout=left + DEFERRAL_MARGIN)
+        self.defer_until(trigger, "drain_complete", deadline)
 
     def drain_complete(
         self, context: Context, event: Mapping[str, Any] | None = None, restart_state: object = None
     ) -> dict[str, Any]:
         """Resume from `PodsDrainedTrigger`: drained or ceased moves on, progress re-defers, timeout fails."""
-        self.resume(context, restart_state)
-        event = event or {}
-        status = event.get("status")
-        if status == "error":
-            raise exception_for_event(event)
+        event, status = self.resumed_event(context, event, restart_state)
         if not isinstance(event.get("report"), Mapping):
             raise AirflowException(f"PodsDrainedTrigger sent an event this operator does not know: {status!r}")
         if not self.drain_shown(context, event):

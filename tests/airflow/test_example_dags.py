@@ -37,7 +37,7 @@ from airflow_lab import WAIT_BOUND, Actor, DagRunResult, Probe, find_wait_reason
 from airflow_provider_dispatch.dispatch.errors import ConflictError, SuspensionNotObservedError
 from airflow_provider_dispatch.dispatch.sync_adapter import DispatchAdapter
 from airflow_provider_dispatch.dispatch.vocabulary import CLUSTER_TRAINING_RUNTIME, LABEL_JOBSET_NAME, TRAINJOB
-from airflow_provider_dispatch.lab import manifests
+from airflow_provider_dispatch.lab import drill, manifests
 from airflow_provider_dispatch.lab.clock import parse_timestamp
 from airflow_provider_dispatch.lab.controllers.fencing import FENCE_AFTER_SECONDS, FencingAgent
 from airflow_provider_dispatch.lab.controllers.kubelet_runs import STATE_ANNOTATION
@@ -552,48 +552,46 @@ def test_the_restart_operator_refuses_a_bad_manifest_before_writing(
     assert not [seen for seen in cluster_lab.probe.since(mark) if seen.writes]
 
 
-def test_the_restart_operator_waits_for_a_frozen_nodes_pod_before_the_next_submission(
+def test_the_restart_operator_survives_a_node_frozen_in_a_failing_submission(
     cluster_lab: ClusterLab, example_dags: dict[str, Any], namespace: str, capfd: pytest.CaptureFixture[str]
 ) -> None:
-    scenario, probe = cluster_lab.scenario, cluster_lab.probe
+    """A node freezes under submission 1, whose other pod then fails. The Job stays short of Failed while the
+    frozen pod may still run (its process pauses, holding what it holds), so the chain waits; the fencing agent
+    powers the machine off and taints the node out-of-service (the runbook's step), PodGC removes the pod, the
+    TrainJob fails, and only then is submission 2 opened, on the other nodes."""
+    scenario = cluster_lab.scenario
     runtime = make_runtime(cluster_lab, annotations={RUN_SECONDS: "60", EXIT_CODE_BY_SUBMISSION: "1=3"}, finite=True)
     frozen: list[str] = []
 
-    def shown_unknown(seen: list[Any]) -> bool:
-        reason = find_wait_reasons("restart_operator", "train", f"{namespace}/job-1").get("xcom", "")
-        return f"on {frozen[0]} (Ready=Unknown)" in reason
-
-    def freeze_then_fence() -> None:
-        """Freeze a node of submission 1 while it runs; once the task shows the node Ready=Unknown, power the
-        machine off and taint the node out-of-service, as the runbook says (the taint asserts the shutdown)."""
+    def freeze_a_node_of_submission_1() -> None:
         wait_pods_running(cluster_lab, namespace, "job-1", admission="1", count=2)
         core = kubernetes.client.CoreV1Api(cluster_lab.api)
         pods = core.list_namespaced_pod(namespace, label_selector=f"{LABEL_JOBSET_NAME}=job-1").items
         frozen.append(sorted(p.spec.node_name for p in pods)[0])
-        scenario.freeze(frozen[0])
-        probe.wait_for(shown_unknown)
-        scenario.power_off(frozen[0])
-        scenario.taint_out_of_service(frozen[0])
+        drill.freeze_node(cluster_lab.api, frozen[0], fence_after_seconds=60)
 
-    actor = Actor(freeze_then_fence).start()
+    actor = Actor(freeze_a_node_of_submission_1).start()
     try:
-        result = run(example_dags, "restart_operator", namespace=namespace, name="job", runtime=runtime)
+        result = run(example_dags, "restart_operator", namespace=namespace, name="job", runtime=runtime, max_restarts=1)
         actor.join()
     finally:
-        if frozen:
+        if frozen:  # the machine back on: the fencing agent removes its taint once the node is Ready again
             scenario.recover(frozen[0])
-            scenario.untaint(frozen[0], "node.kubernetes.io/out-of-service")
+            scenario.wait_for_node(frozen[0], lambda n: not has_out_of_service(n), timeout=WAIT_BOUND)
+            patch = {"metadata": {"annotations": {FENCE_AFTER_SECONDS: None}}}
+            kubernetes.client.CoreV1Api(cluster_lab.api).patch_node(frozen[0], patch)
     out = capfd.readouterr().out
     [node] = frozen
     assert result.state == "success", out[-4000:]
     assert result.xcom("train")["trainjob"] == f"{namespace}/job-2"
     history = result.xcom("train", "restarts")["history"]
-    assert [(h["outcome"], h["drained"]) for h in history][1] == ("Complete", None)
-    assert history[0]["outcome"] == "Failed"
+    assert [(h["submission"], h["outcome"]) for h in history] == [(1, "Failed"), (2, "Complete")]
     assert history[0]["drained"] in ("ceased", "drained")
-    # the wait reason while the node was frozen: the pod, its node and state, the command that would unblock it
-    assert "submission 1 failed; before submission 2: waiting for the pods of TrainJob" in out
-    assert f"on {node} (Ready=Unknown)" in out
-    assert f"kubectl taint node {node} node.kubernetes.io/out-of-service=nodeshutdown:NoExecute" in out
+    assert f"submission 1: waiting for TrainJob {namespace}/job-1 to finish execution 1" in out
+    # the lab's truth: the node was fenced; submission 2 started after every process of submission 1 stopped
+    # (the frozen one when its machine was powered off), and not on the fenced node
+    assert node in cluster_lab.lab.call(lambda: list(cluster_lab.fencing_agent().fenced))
     one_after_another(cluster_lab, namespace, ["job-1", "job-2"])
+    assert node in {r.node for r in cluster_lab.scenario.processes(namespace, "job-1")}
     assert node not in {r.node for r in cluster_lab.scenario.processes(namespace, "job-2")}
+    assert [cluster_lab.admissions(namespace, n) for n in ("job-1", "job-2")] == [["1"], ["1"]]
