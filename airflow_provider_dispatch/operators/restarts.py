@@ -235,10 +235,12 @@ class TrainJobRestartOperator(ShowsWaitReason, TrainJobOpenOperator):
     def resume(self, context: Context, restart_state: object) -> None:
         """Rebuild the chain after a deferral: from `next_kwargs`, else from this try's XCom."""
         self._context = context
+        source = "next_kwargs"
         if restart_state is None:
-            restart_state = context["ti"].xcom_pull(task_ids=self.task_id, key=XCOM_KEY)
+            restart_state, source = context["ti"].xcom_pull(task_ids=self.task_id, key=XCOM_KEY), "XCom"
         if restart_state is None:
             raise AirflowException("resumed without the restart chain's state (neither next_kwargs nor XCom)")
+        self.log.info("Resuming the restart chain from its %s", source)
         try:
             self._state = restarts.from_json(restart_state)
         except restarts.TransitionError as error:
