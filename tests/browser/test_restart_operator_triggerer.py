@@ -106,5 +106,8 @@ def test_the_real_triggerer_carries_the_restart_chain(
     assert [(h["submission"], h["outcome"]) for h in history] == [(1, "Failed"), (2, "Complete")]
     assert rest.xcom(DAG_ID, run_id, "report") == {"submissions": 2, "outcomes": ["Failed", "Complete"]}
     assert rest.task_instance(DAG_ID, run_id, "train")["try_number"] == 1
+    log = rest.log_text(DAG_ID, run_id, "train", 1)
+    assert "Resuming the restart chain from its next_kwargs" in log
+    assert "Resuming the restart chain from its XCom" not in log
     runs = {n: drill_lab.scenario.processes(namespace, n) for n in ("job-1", "job-2")}
     assert max(r.stop or float("inf") for r in runs["job-1"]) <= min(r.start for r in runs["job-2"])
