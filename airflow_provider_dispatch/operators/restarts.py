@@ -39,8 +39,9 @@ XCom (the return value) when a submission completes::
 
 When `max_restarts` restarts all failed, the task fails (AirflowFailException, not retried) with the last
 submission's outcome; the XCom `restarts` keeps the history. A retry of the task (a new try, after an error)
-starts the chain again at submission 1, whose open then refuses (`FinishedError`) if it had finished: clear
-the task only after deleting the chain's TrainJobs, or start a new job id.
+does not resume the chain: it starts again at submission 1, whose TrainJob exists already, and the open's
+answer depends on that TrainJob's state (a held one that has finished is refused, `FinishedError`). Clear the
+task only after deleting the chain's TrainJobs, or start a new job id.
 """
 
 from __future__ import annotations
