@@ -11,7 +11,6 @@ each resume is a new worker process that knows only what the deferral carried. S
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import kubernetes
@@ -31,17 +30,6 @@ DAG_FILE = "restart_operator.py"
 #: failure bounds, seconds
 DEFERRED_BOUND = 300.0
 FINISH_BOUND = 600.0
-
-
-@pytest.fixture
-def namespace(drill_lab: DrillLab) -> Iterator[str]:
-    name = f"restart-{uuid.uuid4().hex[:6]}"
-    client = drill_lab.admin()
-    try:
-        kubernetes.client.CoreV1Api(client).create_namespace({"metadata": {"name": name}})
-        yield name
-    finally:
-        client.close()
 
 
 def failing_runtime(drill_lab: DrillLab) -> str:
