@@ -37,7 +37,8 @@ from airflow_provider_dispatch.dispatch.payloads import cut
 #: the most restarts one chain may make: the history of executions travels in every deferral's `next_kwargs`
 #: and in the XCom, so it must stay small; a training failing more often than this needs a person, not a loop
 MAX_RESTARTS_LIMIT: Final = 25
-#: the longest reason or message of an outcome the history keeps (the TrainJob's condition keeps the full one)
+#: the longest reason or message of an outcome the history keeps, in characters and in characters of its JSON
+#: (the TrainJob's condition keeps the full one)
 TEXT_LIMIT: Final = 300
 #: the bound on the state's compact JSON, whatever the chain did (tests/dispatch/test_restarts.py proves it)
 STATE_LIMIT: Final = 24 * 1024
@@ -199,8 +200,8 @@ def advance(state: RestartState, event: Event) -> RestartState:
         finished = replace(
             current,
             outcome=event.outcome,
-            reason=cut(event.reason, TEXT_LIMIT),
-            message=cut(event.message, TEXT_LIMIT),
+            reason=_bounded(event.reason),
+            message=_bounded(event.message),
             finished_at=event.at,
         )
         if event.outcome == COMPLETE:
@@ -215,6 +216,15 @@ def advance(state: RestartState, event: Event) -> RestartState:
     drained = replace(current, drained=event.outcome, drained_at=event.at)
     following = Submission(current.submission + 1)
     return RestartState(state.max_restarts, Stage.OPEN, event.at, (*state.history[:-1], drained, following))
+
+
+def _bounded(text: str) -> str:
+    """`text` cut to `TEXT_LIMIT` characters, and shorter still until its JSON (ASCII, so a character outside it
+    takes up to 12) is within `TEXT_LIMIT` too: the state's bound holds for any text an outcome quotes."""
+    text = cut(text, TEXT_LIMIT)
+    while len(json.dumps(text)) - 2 > TEXT_LIMIT:
+        text = text[: len(text) - 8]
+    return text
 
 
 def _moved(state: RestartState, stage: Stage, at: float, current: Submission) -> RestartState:

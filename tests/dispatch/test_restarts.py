@@ -7,7 +7,7 @@ import json
 from typing import Any
 
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from airflow_provider_dispatch.dispatch import restarts as r
@@ -83,6 +83,7 @@ def test_every_state_round_trips_through_json(max_restarts: int, outcomes: list[
 
 
 @given(reason=TEXT, message=TEXT)
+@example(reason="\U0001f600" * 1000, message="\x00 " * 1000)  # the longest JSON escapes, with and without words
 def test_the_longest_chain_stays_within_the_state_limit(reason: str, message: str) -> None:
     final = drive(r.MAX_RESTARTS_LIMIT, [r.FAILED] * (r.MAX_RESTARTS_LIMIT + 1), (reason, message))[-1]
     assert final.stage is r.Stage.EXHAUSTED
