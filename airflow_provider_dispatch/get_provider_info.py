@@ -41,7 +41,10 @@ def get_provider_info() -> dict[str, Any]:
         "operators": [
             {
                 "integration-name": INTEGRATION,
-                "python-modules": ["airflow_provider_dispatch.operators.trainjob"],
+                "python-modules": [
+                    "airflow_provider_dispatch.operators.trainjob",
+                    "airflow_provider_dispatch.operators.restarts",
+                ],
             }
         ],
         "sensors": [

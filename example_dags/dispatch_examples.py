@@ -65,10 +65,14 @@ def runtime_param() -> Param:
     return Param("torch-distributed", type="string", description="ClusterTrainingRuntime to run.")
 
 
-def trainjob_manifest(*, name: str = NAME, submission: str = "1", labels: Mapping[str, str] | None = None) -> str:
+def trainjob_manifest(
+    *, name: str = NAME, submission: str | None = "1", labels: Mapping[str, str] | None = None
+) -> str:
     """The TrainJob a DAG opens, as YAML templated on the params: named `name`, in the namespace `namespace`, of
     job id `name` and submission `submission` (dispatch's labels, which make it an object of dispatch), running
-    `num_nodes` pods of the runtime `runtime`. `labels` go after dispatch's two (Kueue's queue name, say)."""
-    every = {"dispatch.phpboyscout.uk/job-id": NAME, "dispatch.phpboyscout.uk/submission": submission, **(labels or {})}
+    `num_nodes` pods of the runtime `runtime`. `labels` go after dispatch's two (Kueue's queue name, say).
+    `submission` None: no submission label (the restart operator numbers the submissions itself)."""
+    numbered = {} if submission is None else {"dispatch.phpboyscout.uk/submission": submission}
+    every = {"dispatch.phpboyscout.uk/job-id": NAME, **numbered, **(labels or {})}
     lines = "\n".join(f'    {key}: "{value}"' for key, value in every.items())
     return _TRAINJOB.substitute(name=name, labels=lines)

@@ -1,7 +1,7 @@
 """What dispatch's sensors have in common: the hook, the wait reason, poke/reschedule/deferrable, the deadline.
 
 The wait reason is visible in the Airflow 3 UI in three places (research airflow.md §4, the only ones that
-work while a task waits):
+work while a task waits; shown by `wait_reason.ShowsWaitReason`, which the restart operator shares):
 
 * the task log: the full reason each time it changes, and one short line on every other poke;
 * the rendered field `wait_reason` (`template_fields`, `overwrite_rtif_after_execution = True`): the worker
@@ -41,6 +41,7 @@ from airflow_provider_dispatch.dispatch.validation import parse_ref
 from airflow_provider_dispatch.hooks.dispatch import DEFAULT_CONN_ID, DispatchHook
 from airflow_provider_dispatch.hooks.errors import airflow_errors
 from airflow_provider_dispatch.triggers.base import DEFAULT_RECHECK_INTERVAL
+from airflow_provider_dispatch.wait_reason import ShowsWaitReason
 
 #: how long after the sensor's deadline the deferral itself times out (the trigger answers at the deadline)
 DEFERRAL_MARGIN: Final = timedelta(minutes=5)
@@ -48,7 +49,7 @@ DEFERRAL_MARGIN: Final = timedelta(minutes=5)
 _BASE_TIMEOUT_PREFIX: Final = "Sensor has timed out"
 
 
-class DispatchSensor(BaseSensorOperator):
+class DispatchSensor(ShowsWaitReason, BaseSensorOperator):
     """Base of dispatch's sensors. Subclasses implement `poke`, `make_trigger`, `execute_complete` and
     `timeout_detail`.
 
@@ -113,18 +114,6 @@ class DispatchSensor(BaseSensorOperator):
     def adapter(self) -> DispatchAdapter:
         """The read-only adapter: a sensor never writes."""
         return self.hook.get_adapter(read_only=True)
-
-    # --- the wait reason -----------------------------------------------------------------------------------
-
-    def show_wait_reason(self, context: Context, reason: str, short: str) -> None:
-        """Log the reason in full when it changed, else `short`; set the rendered field; push the XCom."""
-        self.wait_reason = reason
-        if reason != self._shown_reason:
-            self.log.info("%s", reason)
-            self._shown_reason = reason
-        else:
-            self.log.info("%s", short)
-        context["ti"].xcom_push(key="wait_reason", value=reason)
 
     # --- modes ---------------------------------------------------------------------------------------------
 

@@ -37,6 +37,31 @@ from airflow_provider_dispatch.sensors.base import DispatchSensor
 from airflow_provider_dispatch.triggers.trainjob_outcome import TrainJobOutcomeTrigger, waiting_fingerprint
 
 
+def outcome_wait_reason(check: OutcomeCheck, admission: int | None) -> tuple[bool, str, str]:
+    """Whether the wait for the outcome (of execution `admission`, or of whatever runs) is over, its wait reason,
+    and the short line logged while the reason does not change; a superseded execution is a refusal (raised).
+    The sensor and the restart operator (`operators.restarts`) both show this.
+
+    While it waits, the reason's first line is short and complete: whose outcome is awaited, then what keeps the
+    TrainJob from finishing and the remedy (`unfinished.Unfinished.first_line`); the details follow on their own
+    lines. The explanation is within `hooks.checks.UNFINISHED_LIMIT`, so the reason is within
+    `payloads.WAIT_REASON_LIMIT`."""
+    decision = outcome_decision(check, admission)
+    if decision == "superseded" and admission is not None:
+        raise airflow_exception(superseded_error(check, admission))
+    if decision == "finished":
+        reason = f"TrainJob {check.ref} execution {check.execution.admission} finished: {check.outcome}"
+        if check.reason:
+            reason += f" ({check.reason})"
+        return True, reason, reason
+    awaited = f"execution {admission}" if admission is not None else "its current execution"
+    waiting = check.waiting or {}
+    head = f"waiting for TrainJob {check.ref} to finish {awaited} (it runs execution {check.execution.admission})"
+    detail = str(waiting.get("detail") or "it has neither Complete nor Failed")
+    headline = str(waiting.get("headline") or detail.splitlines()[0])
+    return False, f"{head}: {detail}", f"still waiting for TrainJob {check.ref} to finish {awaited}: {headline}"
+
+
 class TrainJobOutcomeSensor(DispatchSensor):
     """Wait until TrainJob `namespace/name` has `Complete` or `Failed` (for execution `admission`, if given).
 
@@ -78,18 +103,9 @@ class TrainJobOutcomeSensor(DispatchSensor):
 
     def evaluate(self, context: Context, check: OutcomeCheck, admission: int | None) -> PokeReturnValue:
         self._last_check = check
-        decision = outcome_decision(check, admission)
-        if decision == "superseded" and admission is not None:
-            raise airflow_exception(superseded_error(check, admission))
-        if decision == "finished":
-            reason = f"TrainJob {check.ref} execution {check.execution.admission} finished: {check.outcome}"
-            if check.reason:
-                reason += f" ({check.reason})"
-            self.show_wait_reason(context, reason, reason)
-            return PokeReturnValue(is_done=True, xcom_value=check.as_dict())
-        reason, short = outcome_wait_reason(check, admission)
+        finished, reason, short = outcome_wait_reason(check, admission)
         self.show_wait_reason(context, reason, short)
-        return PokeReturnValue(is_done=False)
+        return PokeReturnValue(is_done=finished, xcom_value=check.as_dict() if finished else None)
 
     def make_trigger(self, **kwargs: Any) -> TrainJobOutcomeTrigger:
         known = waiting_fingerprint(self._last_check) if self._last_check is not None else None
@@ -103,7 +119,7 @@ class TrainJobOutcomeSensor(DispatchSensor):
             raise exception_for_event(event)
         if status not in ("finished", "timeout", "progress"):
             raise AirflowException(f"TrainJobOutcomeTrigger sent an event this sensor does not know: {status!r}")
-        check = _outcome_from_event(event)
+        check = outcome_from_event(event)
         result = self.evaluate(context, check, self.awaited_admission())
         if result.is_done:
             return result.xcom_value
@@ -122,21 +138,7 @@ class TrainJobOutcomeSensor(DispatchSensor):
         )
 
 
-def outcome_wait_reason(check: OutcomeCheck, admission: int | None) -> tuple[str, str]:
-    """The wait reason while the TrainJob has not finished, and the short line logged while it does not change.
-
-    The first line is short and complete: whose outcome is awaited, then what keeps the TrainJob from finishing
-    and the remedy (`unfinished.Unfinished.first_line`); the details follow on their own lines. The explanation
-    is within `hooks.checks.UNFINISHED_LIMIT`, so the reason is within `payloads.WAIT_REASON_LIMIT`."""
-    awaited = f"execution {admission}" if admission is not None else "its current execution"
-    waiting = check.waiting or {}
-    head = f"waiting for TrainJob {check.ref} to finish {awaited} (it runs execution {check.execution.admission})"
-    detail = str(waiting.get("detail") or "it has neither Complete nor Failed")
-    headline = str(waiting.get("headline") or detail.splitlines()[0])
-    return f"{head}: {detail}", f"still waiting for TrainJob {check.ref} to finish {awaited}: {headline}"
-
-
-def _outcome_from_event(event: Mapping[str, Any]) -> OutcomeCheck:
+def outcome_from_event(event: Mapping[str, Any]) -> OutcomeCheck:
     """The check a `finished`/`timeout` event carries (`OutcomeCheck.as_dict()`), back as the dataclass."""
     execution = event.get("execution") or {}
     return OutcomeCheck(
@@ -152,4 +154,4 @@ def _outcome_from_event(event: Mapping[str, Any]) -> OutcomeCheck:
     )
 
 
-__all__ = ["TrainJobOutcomeSensor", "outcome_wait_reason"]
+__all__ = ["TrainJobOutcomeSensor", "outcome_from_event", "outcome_wait_reason"]

@@ -210,7 +210,7 @@ def test_every_module_the_provider_info_lists_imports() -> None:
         for entry in info[kind]
         for module in entry["python-modules"]
     ]
-    assert len(modules) == 6
+    assert len(modules) == 7
     for module in modules:
         importlib.import_module(module)
     assert "connection-types" not in info  # the cncf `kubernetes` type is reused, never declared again

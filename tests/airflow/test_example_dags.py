@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
+import itertools
 import json
 import sys
 import uuid
@@ -36,7 +37,7 @@ from airflow_lab import WAIT_BOUND, Actor, DagRunResult, Probe, find_wait_reason
 from airflow_provider_dispatch.dispatch.errors import ConflictError, SuspensionNotObservedError
 from airflow_provider_dispatch.dispatch.sync_adapter import DispatchAdapter
 from airflow_provider_dispatch.dispatch.vocabulary import CLUSTER_TRAINING_RUNTIME, LABEL_JOBSET_NAME, TRAINJOB
-from airflow_provider_dispatch.lab import manifests
+from airflow_provider_dispatch.lab import drill, manifests
 from airflow_provider_dispatch.lab.clock import parse_timestamp
 from airflow_provider_dispatch.lab.controllers.fencing import FENCE_AFTER_SECONDS, FencingAgent
 from airflow_provider_dispatch.lab.controllers.kubelet_runs import STATE_ANNOTATION
@@ -457,3 +458,143 @@ def test_kueue_mode_readmits_only_after_the_old_pods_are_gone(
     )
     assert cluster_lab.scenario.overlaps(namespace, "queued") == []
     assert cluster_lab.admissions(namespace, "queued") == ["1", "2"]
+
+
+# --- the restart operator -------------------------------------------------------------------------------------
+
+
+def trainjobs_in(cluster_lab: ClusterLab, namespace: str) -> list[str]:
+    custom = kubernetes.client.CustomObjectsApi(cluster_lab.api)
+    listed = custom.list_namespaced_custom_object(TRAINJOB.group, TRAINJOB.version, namespace, TRAINJOB.plural)
+    return sorted(item["metadata"]["name"] for item in listed["items"])
+
+
+def one_after_another(cluster_lab: ClusterLab, namespace: str, names: list[str]) -> None:
+    """The lab's truth: each submission's processes all started after every process of the one before stopped."""
+    runs = {name: cluster_lab.scenario.processes(namespace, name) for name in names}
+    assert all(runs.values()), runs
+    for before, after in itertools.pairwise(names):
+        assert max(r.stop or float("inf") for r in runs[before]) <= min(r.start for r in runs[after])
+
+
+def test_the_restart_operator_restarts_failed_submissions_until_one_completes(
+    cluster_lab: ClusterLab, example_dags: dict[str, Any], namespace: str, capfd: pytest.CaptureFixture[str]
+) -> None:
+    runtime = make_runtime(
+        cluster_lab, annotations={RUN_SECONDS: "20", EXIT_CODE_BY_SUBMISSION: "1=3,2=3"}, finite=True
+    )
+    result = run(example_dags, "restart_operator", namespace=namespace, name="job", runtime=runtime, max_restarts=3)
+    out = capfd.readouterr().out
+    assert result.state == "success", out[-4000:]
+    assert result.try_number("train") == 1
+    assert result.xcom("train") == {
+        "outcome": "Complete",
+        "trainjob": f"{namespace}/job-3",
+        "submission": 3,
+        "restarts": 2,
+        "execution": {"job_id": "job", "submission": "3", "admission": 1},
+    }
+    chain = result.xcom("train", "restarts")
+    assert (chain["stage"], chain["max_restarts"]) == ("succeeded", 3)
+    history = chain["history"]
+    assert [(h["submission"], h["trainjob"], h["admission"], h["outcome"]) for h in history] == [
+        (1, f"{namespace}/job-1", 1, "Failed"),
+        (2, f"{namespace}/job-2", 1, "Failed"),
+        (3, f"{namespace}/job-3", 1, "Complete"),
+    ]
+    assert [h["drained"] for h in history] == ["drained", "drained", None]
+    for before, after in itertools.pairwise(history):
+        assert before["opened_at"] <= before["finished_at"] <= before["drained_at"] <= after["opened_at"]
+    assert result.xcom("report") == {"submissions": 3, "outcomes": ["Failed", "Failed", "Complete"]}
+    # the wait reason at each stage, as the task logged it
+    assert f"submission 1: waiting for TrainJob {namespace}/job-1 to finish execution 1" in out
+    assert f"submission 1: TrainJob {namespace}/job-1 execution 1 finished: Failed" in out
+    assert f"Submission 1 failed: held TrainJob {namespace}/job-1" in out
+    assert f"submission 3: TrainJob {namespace}/job-3 execution 1 finished: Complete" in out
+    # dag.test() hands a resumed task only the trigger's event, so the chain comes back from its XCom here (the
+    # real scheduler passes next_kwargs: tests/browser/test_restart_operator_triggerer.py)
+    assert "Resuming the restart chain from its XCom" in out
+
+    # the lab's truth: one submission at a time, each admitted once, no fourth
+    assert trainjobs_in(cluster_lab, namespace) == ["job-1", "job-2", "job-3"]
+    one_after_another(cluster_lab, namespace, ["job-1", "job-2", "job-3"])
+    assert [cluster_lab.admissions(namespace, n) for n in ("job-1", "job-2", "job-3")] == [["1"], ["1"], ["1"]]
+
+
+def test_the_restart_operator_fails_clearly_when_max_restarts_are_used_up(
+    cluster_lab: ClusterLab, example_dags: dict[str, Any], namespace: str, capfd: pytest.CaptureFixture[str]
+) -> None:
+    runtime = make_runtime(
+        cluster_lab, annotations={RUN_SECONDS: "10", EXIT_CODE_BY_SUBMISSION: "1=3,2=4,3=0"}, finite=True
+    )
+    result = run(example_dags, "restart_operator", namespace=namespace, name="job", runtime=runtime, max_restarts=1)
+    out = capfd.readouterr().out
+    assert result.state == "failed"
+    assert (result.task_state("train"), result.try_number("train")) == ("failed", 1)
+    assert result.task_state("report") == "upstream_failed"
+    assert (
+        f"gave up after 1 restart (max_restarts=1): submission 2, TrainJob {namespace}/job-2 execution 1, ended "
+        "Failed" in out
+    )
+    chain = result.xcom("train", "restarts")
+    assert chain["stage"] == "exhausted"
+    assert [h["outcome"] for h in chain["history"]] == ["Failed", "Failed"]
+    assert trainjobs_in(cluster_lab, namespace) == ["job-1", "job-2"]  # no third submission, though it would pass
+
+
+def test_the_restart_operator_refuses_a_bad_manifest_before_writing(
+    cluster_lab: ClusterLab, example_dags: dict[str, Any], namespace: str, capfd: pytest.CaptureFixture[str]
+) -> None:
+    mark = cluster_lab.probe.mark()
+    result = run(example_dags, "restart_operator", namespace=namespace, name="x" * 61, max_restarts=25)
+    out = capfd.readouterr().out
+    assert result.state == "failed"
+    assert (result.task_state("train"), result.try_number("train")) == ("failed", 1)
+    assert f"{'x' * 61}-26' is 64 characters long" in out  # the last submission's name is the one too long
+    assert trainjobs_in(cluster_lab, namespace) == []
+    assert not [seen for seen in cluster_lab.probe.since(mark) if seen.writes]
+
+
+def test_the_restart_operator_survives_a_node_frozen_in_a_failing_submission(
+    cluster_lab: ClusterLab, example_dags: dict[str, Any], namespace: str, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """A node freezes under submission 1, whose other pod then fails. The Job stays short of Failed while the
+    frozen pod may still run (its process pauses, holding what it holds), so the chain waits; the fencing agent
+    powers the machine off and taints the node out-of-service (the runbook's step), PodGC removes the pod, the
+    TrainJob fails, and only then is submission 2 opened, on the other nodes."""
+    scenario = cluster_lab.scenario
+    runtime = make_runtime(cluster_lab, annotations={RUN_SECONDS: "60", EXIT_CODE_BY_SUBMISSION: "1=3"}, finite=True)
+    frozen: list[str] = []
+
+    def freeze_a_node_of_submission_1() -> None:
+        wait_pods_running(cluster_lab, namespace, "job-1", admission="1", count=2)
+        core = kubernetes.client.CoreV1Api(cluster_lab.api)
+        pods = core.list_namespaced_pod(namespace, label_selector=f"{LABEL_JOBSET_NAME}=job-1").items
+        frozen.append(sorted(p.spec.node_name for p in pods)[0])
+        drill.freeze_node(cluster_lab.api, frozen[0], fence_after_seconds=60)
+
+    actor = Actor(freeze_a_node_of_submission_1).start()
+    try:
+        result = run(example_dags, "restart_operator", namespace=namespace, name="job", runtime=runtime, max_restarts=1)
+        actor.join()
+    finally:
+        if frozen:  # the machine back on: the fencing agent removes its taint once the node is Ready again
+            scenario.recover(frozen[0])
+            scenario.wait_for_node(frozen[0], lambda n: not has_out_of_service(n), timeout=WAIT_BOUND)
+            patch = {"metadata": {"annotations": {FENCE_AFTER_SECONDS: None}}}
+            kubernetes.client.CoreV1Api(cluster_lab.api).patch_node(frozen[0], patch)
+    out = capfd.readouterr().out
+    [node] = frozen
+    assert result.state == "success", out[-4000:]
+    assert result.xcom("train")["trainjob"] == f"{namespace}/job-2"
+    history = result.xcom("train", "restarts")["history"]
+    assert [(h["submission"], h["outcome"]) for h in history] == [(1, "Failed"), (2, "Complete")]
+    assert history[0]["drained"] in ("ceased", "drained")
+    assert f"submission 1: waiting for TrainJob {namespace}/job-1 to finish execution 1" in out
+    # the lab's truth: the node was fenced; submission 2 started after every process of submission 1 stopped
+    # (the frozen one when its machine was powered off), and not on the fenced node
+    assert node in cluster_lab.lab.call(lambda: list(cluster_lab.fencing_agent().fenced))
+    one_after_another(cluster_lab, namespace, ["job-1", "job-2"])
+    assert node in {r.node for r in cluster_lab.scenario.processes(namespace, "job-1")}
+    assert node not in {r.node for r in cluster_lab.scenario.processes(namespace, "job-2")}
+    assert [cluster_lab.admissions(namespace, n) for n in ("job-1", "job-2")] == [["1"], ["1"]]

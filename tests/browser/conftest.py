@@ -20,10 +20,12 @@ import os
 import shutil
 import tempfile
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import kubernetes
 import pytest
 from airflow_stack import AirflowStack
 from browser_support import Artifacts, DrillLab
@@ -78,6 +80,18 @@ def drill_lab() -> Iterator[DrillLab]:
         with Scenario(lab) as scenario:
             yield DrillLab(lab, scenario, kubeconfigs)
         assert not lab.inner.crashes, f"lab tasks crashed: {lab.inner.crashes}"
+
+
+@pytest.fixture
+def namespace(drill_lab: DrillLab) -> Iterator[str]:
+    """A namespace of the test's own in the drill lab."""
+    name = f"browser-{uuid.uuid4().hex[:6]}"
+    client = drill_lab.admin()
+    try:
+        kubernetes.client.CoreV1Api(client).create_namespace({"metadata": {"name": name}})
+        yield name
+    finally:
+        client.close()
 
 
 @pytest.fixture(scope="session")

@@ -21,11 +21,8 @@ pod, the release admits A+1, the new execution runs, and at no time did two exec
 from __future__ import annotations
 
 import time
-import uuid
-from collections.abc import Iterator
 from typing import Any
 
-import kubernetes
 import pytest
 from airflow_stack import AirflowStack
 from browser_support import Artifacts, DrillLab
@@ -52,17 +49,6 @@ NEVER = 1e9
 #: failure bounds, seconds (a LocalExecutor task takes ~5 s to start here; the drill runs ten)
 DEFERRED_BOUND = 300.0
 FINISH_BOUND = 300.0
-
-
-@pytest.fixture
-def namespace(drill_lab: DrillLab) -> Iterator[str]:
-    name = f"browser-{uuid.uuid4().hex[:6]}"
-    client = drill_lab.admin()
-    try:
-        kubernetes.client.CoreV1Api(client).create_namespace({"metadata": {"name": name}})
-        yield name
-    finally:
-        client.close()
 
 
 def run_states(stack: AirflowStack, run_id: str) -> str:

@@ -1,0 +1,101 @@
+"""The restart operator on a real Airflow deployment: the real scheduler and triggerer carry the chain.
+
+`dag.test()` (tests/airflow/test_example_dags.py) runs each trigger inline and hands the task only the event,
+so there the chain resumes from its XCom. Here real processes (api-server, scheduler with the LocalExecutor,
+dag-processor, triggerer) run `example_dags/restart_operator.py`: the task defers to the triggerer (no worker
+slot while the training runs), the scheduler stores the deferral's `next_kwargs` with the chain's state, and
+each resume is a new worker process that knows only what the deferral carried. Submission 1 fails (the lab's
+`exit-code-by-submission`), submission 2 completes.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import kubernetes
+import pytest
+from airflow_stack import AirflowStack
+from browser_support import DrillLab
+from processes import wait_until
+
+from airflow_provider_dispatch.dispatch.vocabulary import CLUSTER_TRAINING_RUNTIME
+from airflow_provider_dispatch.lab import manifests
+from airflow_provider_dispatch.lab.controllers.workload import EXIT_CODE_BY_SUBMISSION, RUN_SECONDS
+
+pytestmark = [pytest.mark.browser, pytest.mark.airflow, pytest.mark.slow, pytest.mark.timeout(1200)]
+
+DAG_ID = "restart_operator"
+DAG_FILE = "restart_operator.py"
+#: failure bounds, seconds
+DEFERRED_BOUND = 300.0
+FINISH_BOUND = 600.0
+
+
+def failing_runtime(drill_lab: DrillLab) -> str:
+    """A runtime whose submission 1 fails after 60 lab seconds (one failed pod fails the Job)."""
+    name = f"rt-{uuid.uuid4().hex[:8]}"
+    body = manifests.cluster_training_runtime(name)
+    job_spec = body["spec"]["template"]["spec"]["replicatedJobs"][0]["template"]["spec"]
+    job_spec["template"]["metadata"] = {"annotations": {RUN_SECONDS: "60", EXIT_CODE_BY_SUBMISSION: "1=3"}}
+    job_spec["backoffLimit"] = 0
+    job_spec["template"]["spec"]["restartPolicy"] = "Never"
+    client = drill_lab.admin()
+    try:
+        coords = CLUSTER_TRAINING_RUNTIME
+        custom = kubernetes.client.CustomObjectsApi(client)
+        custom.create_cluster_custom_object(coords.group, coords.version, coords.plural, body)
+    finally:
+        client.close()
+    return name
+
+
+def test_the_real_triggerer_carries_the_restart_chain(
+    drill_lab: DrillLab, airflow_stack: AirflowStack, namespace: str
+) -> None:
+    rest = airflow_stack.rest
+    airflow_stack.wait_for_dag(DAG_ID, DAG_FILE)
+    rest.unpause(DAG_ID)
+    conf = {"namespace": namespace, "name": "job", "runtime": failing_runtime(drill_lab), "max_restarts": 2}
+    run_id = rest.trigger(DAG_ID, conf)
+
+    def progress() -> str:
+        return ", ".join(f"{t}={ti.get('state')}" for t, ti in sorted(rest.task_instances(DAG_ID, run_id).items()))
+
+    def deferred_on(reason: str) -> dict[str, Any] | None:
+        ti = rest.task_instance(DAG_ID, run_id, "train")
+        shown = str((ti.get("rendered_fields") or {}).get("wait_reason", ""))
+        return ti if ti.get("state") == "deferred" and reason in shown else None
+
+    # while submission 1 runs the task is deferred (in the triggerer, not in a worker slot), saying so
+    wait_until(
+        "the task to defer on submission 1's outcome",
+        lambda: deferred_on(f"submission 1: waiting for TrainJob {namespace}/job-1 to finish execution 1"),
+        bound=DEFERRED_BOUND,
+        services=airflow_stack.services,
+        describe=progress,
+    )
+    run = wait_until(
+        "the run to finish",
+        lambda: (found := rest.dag_run(DAG_ID, run_id)).get("state") in ("success", "failed") and found,
+        bound=FINISH_BOUND,
+        services=airflow_stack.services,
+        describe=progress,
+    )
+    assert run["state"] == "success", progress()
+    assert rest.xcom(DAG_ID, run_id, "train") == {
+        "outcome": "Complete",
+        "trainjob": f"{namespace}/job-2",
+        "submission": 2,
+        "restarts": 1,
+        "execution": {"job_id": "job", "submission": "2", "admission": 1},
+    }
+    history = rest.xcom(DAG_ID, run_id, "train", key="restarts")["history"]
+    assert [(h["submission"], h["outcome"]) for h in history] == [(1, "Failed"), (2, "Complete")]
+    assert rest.xcom(DAG_ID, run_id, "report") == {"submissions": 2, "outcomes": ["Failed", "Complete"]}
+    assert rest.task_instance(DAG_ID, run_id, "train")["try_number"] == 1
+    log = rest.log_text(DAG_ID, run_id, "train", 1)
+    assert "Resuming the restart chain from its next_kwargs" in log
+    assert "Resuming the restart chain from its XCom" not in log
+    runs = {n: drill_lab.scenario.processes(namespace, n) for n in ("job-1", "job-2")}
+    assert max(r.stop or float("inf") for r in runs["job-1"]) <= min(r.start for r in runs["job-2"])
