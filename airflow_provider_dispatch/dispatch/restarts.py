@@ -33,6 +33,7 @@ from typing import Any, Final
 from airflow_provider_dispatch.dispatch import vocabulary as v
 from airflow_provider_dispatch.dispatch.errors import SpecRejectedError
 from airflow_provider_dispatch.dispatch.payloads import cut
+from airflow_provider_dispatch.dispatch.validation import rendered_nothing
 
 #: the most restarts one chain may make: the history of executions travels in every deferral's `next_kwargs`
 #: and in the XCom, so it must stay small; a training failing more often than this needs a person, not a loop
@@ -173,7 +174,7 @@ def validate_max_restarts(value: object) -> int:
     if number is None or not 0 <= number <= MAX_RESTARTS_LIMIT:
         raise ValueError(
             f"max_restarts must be an integer from 0 to {MAX_RESTARTS_LIMIT} (0: no restart, only the first "
-            f"submission), not {value!r}"
+            f"submission), not {value!r}{rendered_nothing(value)}"
         )
     return number
 

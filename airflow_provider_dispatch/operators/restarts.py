@@ -149,6 +149,11 @@ class TrainJobRestartOperator(ShowsWaitReason, TrainJobOpenOperator):
             self.ref_of(submission)
         return limit
 
+    def check_inputs(self) -> None:
+        """The rendered manifest and `max_restarts`, before the connection is used: the open's `target` needs
+        the chain's state, which only `execute` starts."""
+        self.validated_max_restarts()
+
     def execute(self, context: Context) -> dict[str, Any]:
         self._context = context
         limit = self.validated_max_restarts()

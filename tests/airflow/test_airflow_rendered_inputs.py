@@ -8,6 +8,7 @@ unused: a refusal), says the template rendered nothing, and the worker sends no 
 
 from __future__ import annotations
 
+import copy
 import importlib
 import inspect
 import pkgutil
@@ -20,7 +21,9 @@ from airflow_lab import AirflowLab, RunDag
 from dispatch_lab.cluster import Cluster
 
 from airflow_provider_dispatch import operators, sensors
+from airflow_provider_dispatch.dispatch.vocabulary import LABEL_SUBMISSION
 from airflow_provider_dispatch.lab import manifests
+from airflow_provider_dispatch.operators import restarts as restart_operator
 from airflow_provider_dispatch.operators import trainjob
 from airflow_provider_dispatch.sensors import pods_drained, trainjob_outcome
 from airflow_provider_dispatch.sensors.base import DispatchSensor
@@ -64,6 +67,9 @@ def test_a_template_that_rendered_nothing_is_refused_before_any_request(
 
 MANIFEST = manifests.trainjob("ft-7", runtime="torch")
 MANIFEST["metadata"]["namespace"] = "ml"
+#: the restart operator numbers the submissions itself: its manifest carries no submission label
+CHAIN_MANIFEST = copy.deepcopy(MANIFEST)
+del CHAIN_MANIFEST["metadata"]["labels"][LABEL_SUBMISSION]
 
 #: valid arguments for each operator and sensor class the provider ships (a new class must be added here)
 VALID: dict[type[BaseOperator], dict[str, Any]] = {
@@ -72,6 +78,7 @@ VALID: dict[type[BaseOperator], dict[str, Any]] = {
     trainjob.TrainJobOpenOperator: {"manifest": MANIFEST},
     pods_drained.PodsDrainedSensor: {"namespace": "ml", "name": "ft-7"},
     trainjob_outcome.TrainJobOutcomeSensor: {"namespace": "ml", "name": "ft-7", "admission": "3"},
+    restart_operator.TrainJobRestartOperator: {"manifest": CHAIN_MANIFEST, "max_restarts": "2"},
 }
 #: rendered fields that are outputs, not inputs
 OUTPUTS = frozenset({"wait_reason"})
