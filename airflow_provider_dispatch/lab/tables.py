@@ -47,33 +47,72 @@ _AGE = (
     "https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#metadata"
 )
 
+# The longer descriptions, named so that each table below reads one column a line; Internal-IP and External-IP
+# share one, as upstream does (both describe `NodeStatus.addresses`).
+_EVENT_REASON = (
+    "This should be a short, machine understandable string that gives the reason for the transition into the "
+    "object's current status."
+)
+_EVENT_SUBOBJECT = (
+    "If referring to a piece of an object instead of an entire object, this string should contain a valid "
+    "JSON/Go field access statement, such as desiredState.manifest.containers[2]. For example, if the object "
+    'reference is to a container within a pod, this would take on a value like: "spec.containers{name}" (where '
+    '"name" refers to the name of the container that triggered the event) or if no container name is specified '
+    '"spec.containers[2]" (container with index 2 in this pod). This syntax is chosen only to have some '
+    "well-defined way of referencing a part of an object."
+)
+_JOB_COMPLETIONS = (
+    "The number of pods which reached phase Succeeded. The value increases monotonically for a given spec. "
+    "However, it may decrease in reaction to scale down of elastic indexed jobs."
+)
+_JOB_SELECTOR = (
+    "A label query over pods that should match the pod count. Normally, the system sets this field for you. More "
+    "info: https://kubernetes.io/docs/concepts/overview/working-with-objects/labels/#label-selectors"
+)
+_NODE_ADDRESSES = (
+    "List of addresses reachable to the node. Queried from cloud provider, if available. More info: "
+    "https://kubernetes.io/docs/reference/node/node-status/#addresses Note: This field is declared as mergeable, "
+    "but the merge key is not sufficiently unique, which can cause data corruption when it is merged. Callers "
+    "should instead use a full-replacement patch. See https://pr.k8s.io/79391 for an example. Consumers should "
+    "assume that addresses can change during the lifetime of a Node. However, there are some exceptions where "
+    "this may not be possible, such as Pods that inherit a Node's address in its own status or consumers of the "
+    "downward API (status.hostIP)."
+)
+_NODE_CONTAINER_RUNTIME = (
+    "ContainerRuntime Version reported by the node through runtime remote API (e.g. containerd://1.4.2)."
+)
+_POD_RESTARTS = (
+    "The number of times the containers in this pod have been restarted and when the last container in this pod "
+    "has restarted."
+)
+_POD_IP = "podIP address allocated to the pod. Routable at least within the cluster. Empty if not yet allocated."
+_POD_NODE = (
+    "NodeName indicates in which node this pod is scheduled. If empty, this pod is a candidate for scheduling by "
+    "the scheduler defined in schedulerName. Once this field is set, the kubelet for this node becomes "
+    "responsible for the lifecycle of this pod. This field should not be used to express a desire for the pod to "
+    "be scheduled on a specific node. "
+    "https://kubernetes.io/docs/concepts/scheduling-eviction/assign-pod-node/#nodename"
+)
+_POD_NOMINATED_NODE = (
+    "nominatedNodeName is set only when this pod preempts other pods on the node, but it cannot be scheduled "
+    "right away as preemption victims receive their graceful termination periods. This field does not guarantee "
+    "that the pod will be scheduled on this node. Scheduler may decide to place the pod elsewhere if other nodes "
+    "become available sooner. Scheduler may also decide to give the resources on this node to a higher priority "
+    "pod that is created after preemption. As a result, this field may be different than PodSpec.nodeName when "
+    "the pod is scheduled."
+)
+_POD_READINESS_GATES = (
+    "If specified, all readiness gates will be evaluated for pod readiness. A pod is ready when all its "
+    'containers are ready AND all conditions specified in the readiness gates have status equal to "True" More '
+    "info: https://git.k8s.io/enhancements/keps/sig-network/580-pod-readiness-gates"
+)
+
 EVENT_COLUMNS: tuple[tuple[str, str, int, str], ...] = (
     ("Last Seen", "", 0, "The time at which the most recent occurrence of this event was recorded."),
     ("Type", "", 0, "Type of this event (Normal, Warning), new types could be added in the future"),
-    (
-        "Reason",
-        "",
-        0,
-        (
-            "This should be a short, machine understandable string that gives the reason for the transition "
-            "into the object's current status."
-        ),
-    ),
+    ("Reason", "", 0, _EVENT_REASON),
     ("Object", "", 0, "The object that this event is about."),
-    (
-        "Subobject",
-        "",
-        1,
-        (
-            "If referring to a piece of an object instead of an entire object, this string should contain a "
-            "valid JSON/Go field access statement, such as desiredState.manifest.containers[2]. For example, "
-            "if the object reference is to a container within a pod, this would take on a value like: "
-            '"spec.containers{name}" (where "name" refers to the name of the container that triggered the '
-            'event) or if no container name is specified "spec.containers[2]" (container with index 2 in '
-            "this pod). This syntax is chosen only to have some well-defined way of referencing a part of an "
-            "object."
-        ),
-    ),
+    ("Subobject", "", 1, _EVENT_SUBOBJECT),
     ("Source", "", 1, "The component reporting this event. Should be a short machine understandable string."),
     ("Message", "", 0, "A human-readable description of the status of this operation."),
     ("First Seen", "", 1, "The time at which the event was first recorded. (Time of server receipt is in TypeMeta.)"),
@@ -84,29 +123,12 @@ EVENT_COLUMNS: tuple[tuple[str, str, int, str], ...] = (
 JOB_COLUMNS: tuple[tuple[str, str, int, str], ...] = (
     ("Name", "name", 0, _NAME),
     ("Status", "", 0, "Status of the job."),
-    (
-        "Completions",
-        "",
-        0,
-        (
-            "The number of pods which reached phase Succeeded. The value increases monotonically for a given "
-            "spec. However, it may decrease in reaction to scale down of elastic indexed jobs."
-        ),
-    ),
+    ("Completions", "", 0, _JOB_COMPLETIONS),
     ("Duration", "", 0, "Time required to complete the job."),
     ("Age", "", 0, _AGE),
     ("Containers", "", 1, "Names of each container in the template."),
     ("Images", "", 1, "Images referenced by each container in the template."),
-    (
-        "Selector",
-        "",
-        1,
-        (
-            "A label query over pods that should match the pod count. Normally, the system sets this field "
-            "for you. More info: "
-            "https://kubernetes.io/docs/concepts/overview/working-with-objects/labels/#label-selectors"
-        ),
-    ),
+    ("Selector", "", 1, _JOB_SELECTOR),
 )
 
 NODE_COLUMNS: tuple[tuple[str, str, int, str], ...] = (
@@ -115,101 +137,23 @@ NODE_COLUMNS: tuple[tuple[str, str, int, str], ...] = (
     ("Roles", "", 0, "The roles of the node"),
     ("Age", "", 0, _AGE),
     ("Version", "", 0, "Kubelet Version reported by the node."),
-    (
-        "Internal-IP",
-        "",
-        1,
-        (
-            "List of addresses reachable to the node. Queried from cloud provider, if available. More info: "
-            "https://kubernetes.io/docs/reference/node/node-status/#addresses Note: This field is declared "
-            "as mergeable, but the merge key is not sufficiently unique, which can cause data corruption "
-            "when it is merged. Callers should instead use a full-replacement patch. See "
-            "https://pr.k8s.io/79391 for an example. Consumers should assume that addresses can change "
-            "during the lifetime of a Node. However, there are some exceptions where this may not be "
-            "possible, such as Pods that inherit a Node's address in its own status or consumers of the "
-            "downward API (status.hostIP)."
-        ),
-    ),
-    (
-        "External-IP",
-        "",
-        1,
-        (
-            "List of addresses reachable to the node. Queried from cloud provider, if available. More info: "
-            "https://kubernetes.io/docs/reference/node/node-status/#addresses Note: This field is declared "
-            "as mergeable, but the merge key is not sufficiently unique, which can cause data corruption "
-            "when it is merged. Callers should instead use a full-replacement patch. See "
-            "https://pr.k8s.io/79391 for an example. Consumers should assume that addresses can change "
-            "during the lifetime of a Node. However, there are some exceptions where this may not be "
-            "possible, such as Pods that inherit a Node's address in its own status or consumers of the "
-            "downward API (status.hostIP)."
-        ),
-    ),
+    ("Internal-IP", "", 1, _NODE_ADDRESSES),
+    ("External-IP", "", 1, _NODE_ADDRESSES),
     ("OS-Image", "", 1, "OS Image reported by the node from /etc/os-release (e.g. Debian GNU/Linux 7 (wheezy))."),
     ("Kernel-Version", "", 1, "Kernel Version reported by the node from 'uname -r' (e.g. 3.16.0-0.bpo.4-amd64)."),
-    (
-        "Container-Runtime",
-        "",
-        1,
-        ("ContainerRuntime Version reported by the node through runtime remote API (e.g. containerd://1.4.2)."),
-    ),
+    ("Container-Runtime", "", 1, _NODE_CONTAINER_RUNTIME),
 )
 
 POD_COLUMNS: tuple[tuple[str, str, int, str], ...] = (
     ("Name", "name", 0, _NAME),
     ("Ready", "", 0, "The aggregate readiness state of this pod for accepting traffic."),
     ("Status", "", 0, "The aggregate status of the containers in this pod."),
-    (
-        "Restarts",
-        "",
-        0,
-        (
-            "The number of times the containers in this pod have been restarted and when the last container "
-            "in this pod has restarted."
-        ),
-    ),
+    ("Restarts", "", 0, _POD_RESTARTS),
     ("Age", "", 0, _AGE),
-    (
-        "IP",
-        "",
-        1,
-        ("podIP address allocated to the pod. Routable at least within the cluster. Empty if not yet allocated."),
-    ),
-    (
-        "Node",
-        "",
-        1,
-        (
-            "NodeName indicates in which node this pod is scheduled. If empty, this pod is a candidate for "
-            "scheduling by the scheduler defined in schedulerName. Once this field is set, the kubelet for "
-            "this node becomes responsible for the lifecycle of this pod. This field should not be used to "
-            "express a desire for the pod to be scheduled on a specific node. "
-            "https://kubernetes.io/docs/concepts/scheduling-eviction/assign-pod-node/#nodename"
-        ),
-    ),
-    (
-        "Nominated Node",
-        "",
-        1,
-        (
-            "nominatedNodeName is set only when this pod preempts other pods on the node, but it cannot be "
-            "scheduled right away as preemption victims receive their graceful termination periods. This "
-            "field does not guarantee that the pod will be scheduled on this node. Scheduler may decide to "
-            "place the pod elsewhere if other nodes become available sooner. Scheduler may also decide to "
-            "give the resources on this node to a higher priority pod that is created after preemption. As a "
-            "result, this field may be different than PodSpec.nodeName when the pod is scheduled."
-        ),
-    ),
-    (
-        "Readiness Gates",
-        "",
-        1,
-        (
-            "If specified, all readiness gates will be evaluated for pod readiness. A pod is ready when all "
-            "its containers are ready AND all conditions specified in the readiness gates have status equal "
-            'to "True" More info: https://git.k8s.io/enhancements/keps/sig-network/580-pod-readiness-gates'
-        ),
-    ),
+    ("IP", "", 1, _POD_IP),
+    ("Node", "", 1, _POD_NODE),
+    ("Nominated Node", "", 1, _POD_NOMINATED_NODE),
+    ("Readiness Gates", "", 1, _POD_READINESS_GATES),
 )
 _DEFAULT_COLUMNS = (("Name", "name", 0, _NAME), ("Created At", "date", 0, _AGE))
 """`rest.NewDefaultTableConvertor` (apiserver/pkg/registry/rest/table.go): Name and Created At."""
