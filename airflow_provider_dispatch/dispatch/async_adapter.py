@@ -28,8 +28,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Mapping
 from datetime import datetime
+from functools import cached_property
 from typing import Any, TypeVar
 
 import aiohttp
@@ -37,22 +38,15 @@ import kubernetes_asyncio
 from kubernetes_asyncio.config.kube_config import KUBE_CONFIG_DEFAULT_LOCATION, KubeConfigLoader, KubeConfigMerger
 
 from airflow_provider_dispatch.dispatch.assessment import DrainReport, Execution, Status
-from airflow_provider_dispatch.dispatch.conflicts import DEFAULT_CONFLICT_ATTEMPTS, ConflictRetry
 from airflow_provider_dispatch.dispatch.errors import RefusedError
-from airflow_provider_dispatch.dispatch.evidence import DEFAULT_SETTLE_SECONDS
 from airflow_provider_dispatch.dispatch.operations import (
-    Operations,
+    AdapterBase,
     log_accepted_risks,
-    log_conflict_retry,
     manifest_ref,
     read_only_refusal,
-    utc_now,
 )
 from airflow_provider_dispatch.dispatch.programs import (
-    DEFAULT_PAGE_SIZE,
-    DEFAULT_POD_READ,
     Listed,
-    PodReadStrategy,
     Program,
     Request,
     Response,
@@ -61,7 +55,6 @@ from airflow_provider_dispatch.dispatch.programs import (
 )
 from airflow_provider_dispatch.dispatch.transport import (
     AUTH_SETTINGS,
-    DEFAULT_TIMEOUT,
     HEADERS,
     WRITE_VERBS,
     decode_answer,
@@ -85,46 +78,17 @@ def client_timeout(request_timeout: tuple[float, float]) -> aiohttp.ClientTimeou
     return aiohttp.ClientTimeout(total=None, connect=connect, sock_connect=connect, sock_read=read)
 
 
-class AsyncDispatchAdapter:
+class AsyncDispatchAdapter(AdapterBase[kubernetes_asyncio.client.ApiClient]):
     """The operations of `DispatchAdapter`, awaitable, over one `kubernetes_asyncio.client.ApiClient`.
 
     Options as for `DispatchAdapter`. The client passed in is used as given and closed only when the adapter
     created it (`from_kubeconfig`, `from_config_dict`; use `async with` or `await adapter.close()`).
     """
 
-    def __init__(
-        self,
-        api_client: kubernetes_asyncio.client.ApiClient,
-        *,
-        read_only: bool = False,
-        pod_read: PodReadStrategy = DEFAULT_POD_READ,
-        page_size: int = DEFAULT_PAGE_SIZE,
-        request_timeout: tuple[float, float] = DEFAULT_TIMEOUT,
-        clock: Callable[[], datetime] = utc_now,
-        settle_seconds: float = DEFAULT_SETTLE_SECONDS,
-        accepted_risks: Collection[str] = frozenset(),
-        conflict_attempts: int = DEFAULT_CONFLICT_ATTEMPTS,
-        on_conflict: Callable[[ConflictRetry], None] = log_conflict_retry,
-        owns_client: bool = False,
-    ) -> None:
-        self.operations = Operations(
-            read_only,
-            pod_read,
-            page_size,
-            request_timeout,
-            clock,
-            settle_seconds,
-            frozenset(accepted_risks),
-            conflict_attempts,
-            on_conflict,
-        )
-        self.api_client = api_client
-        self._owns_client = owns_client
-        self._timeout = client_timeout(request_timeout)
-
-    @property
-    def read_only(self) -> bool:
-        return self.operations.read_only
+    @cached_property
+    def _timeout(self) -> aiohttp.ClientTimeout:
+        """The adapter's (connect, read) timeout as aiohttp takes it, made once."""
+        return client_timeout(self.operations.request_timeout)
 
     # --- construction and lifetime -------------------------------------------------------------------------
 

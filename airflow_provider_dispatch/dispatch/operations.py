@@ -14,7 +14,7 @@ import logging
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from airflow_provider_dispatch.dispatch import programs
 from airflow_provider_dispatch.dispatch.assessment import DrainReport, Execution, Status
@@ -160,6 +160,50 @@ class Operations:
         )
 
 
+ClientT = TypeVar("ClientT")
+
+
+class AdapterBase(Generic[ClientT]):
+    """What both adapters are built from: their client, whether they own it, and their options as `Operations`.
+
+    One constructor for both, so that an option added to the adapters reaches both with the same default and
+    the same checks (`Operations.__post_init__`); each adapter documents the options and carries requests out.
+    """
+
+    def __init__(
+        self,
+        api_client: ClientT,
+        *,
+        read_only: bool = False,
+        pod_read: PodReadStrategy = DEFAULT_POD_READ,
+        page_size: int = DEFAULT_PAGE_SIZE,
+        request_timeout: tuple[float, float] = DEFAULT_TIMEOUT,
+        clock: Callable[[], datetime] = utc_now,
+        settle_seconds: float = DEFAULT_SETTLE_SECONDS,
+        accepted_risks: Collection[str] = frozenset(),
+        conflict_attempts: int = DEFAULT_CONFLICT_ATTEMPTS,
+        on_conflict: Callable[[ConflictRetry], None] = log_conflict_retry,
+        owns_client: bool = False,
+    ) -> None:
+        self.operations = Operations(
+            read_only,
+            pod_read,
+            page_size,
+            request_timeout,
+            clock,
+            settle_seconds,
+            frozenset(accepted_risks),
+            conflict_attempts,
+            on_conflict,
+        )
+        self.api_client = api_client
+        self._owns_client = owns_client
+
+    @property
+    def read_only(self) -> bool:
+        return self.operations.read_only
+
+
 def log_accepted_risks(logger: logging.Logger, execution: Execution, ref: object) -> Execution:
     """Log, at every admission, the runtime risks a platform team accepted for it (policy.py); pass through."""
     if execution.accepted_risks:
@@ -182,4 +226,13 @@ def manifest_ref(manifest: object) -> str | None:
     return f"{namespace}/{name}" if isinstance(name, str) and isinstance(namespace, str) else None
 
 
-__all__ = ["Operations", "log_accepted_risks", "log_conflict_retry", "manifest_ref", "read_only_refusal", "utc_now"]
+__all__ = [
+    "AdapterBase",
+    "ClientT",
+    "Operations",
+    "log_accepted_risks",
+    "log_conflict_retry",
+    "manifest_ref",
+    "read_only_refusal",
+    "utc_now",
+]

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Mapping
 from datetime import datetime
 from typing import Any, TypeVar
 
@@ -33,21 +33,14 @@ import urllib3
 from kubernetes.client.exceptions import ApiException
 
 from airflow_provider_dispatch.dispatch.assessment import DrainReport, Execution, Status
-from airflow_provider_dispatch.dispatch.conflicts import DEFAULT_CONFLICT_ATTEMPTS, ConflictRetry
-from airflow_provider_dispatch.dispatch.evidence import DEFAULT_SETTLE_SECONDS
 from airflow_provider_dispatch.dispatch.operations import (
-    Operations,
+    AdapterBase,
     log_accepted_risks,
-    log_conflict_retry,
     manifest_ref,
     read_only_refusal,
-    utc_now,
 )
 from airflow_provider_dispatch.dispatch.programs import (
-    DEFAULT_PAGE_SIZE,
-    DEFAULT_POD_READ,
     Listed,
-    PodReadStrategy,
     Program,
     Request,
     Response,
@@ -56,7 +49,6 @@ from airflow_provider_dispatch.dispatch.programs import (
 )
 from airflow_provider_dispatch.dispatch.transport import (
     AUTH_SETTINGS,
-    DEFAULT_TIMEOUT,
     HEADERS,
     WRITE_VERBS,
     decode_answer,
@@ -75,7 +67,7 @@ logger = logging.getLogger(__name__)
 TRANSPORT_ERRORS: tuple[type[BaseException], ...] = (urllib3.exceptions.HTTPError, OSError)
 
 
-class DispatchAdapter:
+class DispatchAdapter(AdapterBase[kubernetes.client.ApiClient]):
     """Hold, release, open, inspect, find, remaining_pods and ceased against one cluster, synchronously.
 
     `api_client` is a `kubernetes.client.ApiClient` (e.g. `KubernetesHook().api_client`); it is used as given
@@ -90,39 +82,6 @@ class DispatchAdapter:
     while the pods were read; conflicts.py): each retry is told to `on_conflict` (by default logged), and a
     conflict on every attempt raises `PersistentConflictError` (retryable).
     """
-
-    def __init__(
-        self,
-        api_client: kubernetes.client.ApiClient,
-        *,
-        read_only: bool = False,
-        pod_read: PodReadStrategy = DEFAULT_POD_READ,
-        page_size: int = DEFAULT_PAGE_SIZE,
-        request_timeout: tuple[float, float] = DEFAULT_TIMEOUT,
-        clock: Callable[[], datetime] = utc_now,
-        settle_seconds: float = DEFAULT_SETTLE_SECONDS,
-        accepted_risks: Collection[str] = frozenset(),
-        conflict_attempts: int = DEFAULT_CONFLICT_ATTEMPTS,
-        on_conflict: Callable[[ConflictRetry], None] = log_conflict_retry,
-        owns_client: bool = False,
-    ) -> None:
-        self.operations = Operations(
-            read_only,
-            pod_read,
-            page_size,
-            request_timeout,
-            clock,
-            settle_seconds,
-            frozenset(accepted_risks),
-            conflict_attempts,
-            on_conflict,
-        )
-        self.api_client = api_client
-        self._owns_client = owns_client
-
-    @property
-    def read_only(self) -> bool:
-        return self.operations.read_only
 
     # --- construction and lifetime -------------------------------------------------------------------------
 
