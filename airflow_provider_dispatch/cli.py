@@ -27,6 +27,7 @@ from airflow_provider_dispatch.cli_options import (
     cluster_options,
     resolve_namespace,
     trainjob_argument,
+    workdir_option,
 )
 from airflow_provider_dispatch.cli_report import list_shown, report, status_shown, with_created
 from airflow_provider_dispatch.dispatch.errors import DispatchError
@@ -141,12 +142,7 @@ def list_command(
     show_default=True,
     help="Lab seconds the frozen node stays not Ready before the lab's fencing agent powers it off.",
 )
-@click.option(
-    "--workdir",
-    type=click.Path(file_okay=False, path_type=Path),
-    default=None,
-    help="Where the Airflow home, the kubeconfigs and the log go (default: a new temporary folder).",
-)
+@workdir_option("Where the Airflow home, the kubeconfigs and the log go (default: a new temporary folder).")
 def demo(dags_folder: Path | None, speed: float, fence_after_seconds: float, workdir: Path | None) -> None:
     """Run the lost-node drill end to end: real Airflow (`airflow dags test`) against the embedded lab.
 

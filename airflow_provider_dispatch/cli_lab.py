@@ -13,10 +13,13 @@ import asyncio
 import errno
 import signal
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import click
 
+from airflow_provider_dispatch.cli_options import workdir_option
 from airflow_provider_dispatch.extras import require_lab_extra
 
 
@@ -46,6 +49,17 @@ def _check_kubeconfig(ctx: click.Context, param: click.Parameter, value: Path) -
     return target
 
 
+def _nodes_option(default: int, kubelet: str) -> Callable[[Callable[..., None]], Any]:
+    """`--nodes` of `lab serve` and `lab real`: how many nodes to register, each with `kubelet` (its help's words)."""
+    return click.option(
+        "--nodes",
+        default=default,
+        show_default=True,
+        type=click.IntRange(min=0),
+        help=f"Nodes to register (node-1, node-2, ...), each with {kubelet}.",
+    )
+
+
 @lab.command("serve")
 @click.option(
     "--port", default=0, show_default=True, type=click.IntRange(0, 65535), help="Loopback port; 0 picks a free one."
@@ -67,13 +81,7 @@ def _check_kubeconfig(ctx: click.Context, param: click.Parameter, value: Path) -
     help="Where to write the kubeconfig that reaches the lab (its folder must exist). With --rbac, each identity's "
     "goes beside it: NAME-writer.yaml, NAME-reader.yaml, ...",
 )
-@click.option(
-    "--nodes",
-    default=3,
-    show_default=True,
-    type=click.IntRange(min=0),
-    help="Nodes to register (node-1, node-2, ...), each with its simulated kubelet.",
-)
+@_nodes_option(3, "its simulated kubelet")
 @click.option(
     "--bare",
     is_flag=True,
@@ -136,19 +144,8 @@ def serve(port: int, speed: float, kubeconfig_path: Path, nodes: int, bare: bool
 
 
 @lab.command("real")
-@click.option(
-    "--nodes",
-    default=2,
-    show_default=True,
-    type=click.IntRange(min=0),
-    help="Nodes to register (node-1, node-2, ...), each with the lab's simulated kubelet.",
-)
-@click.option(
-    "--workdir",
-    type=click.Path(file_okay=False, path_type=Path),
-    default=None,
-    help="Folder for keys, kubeconfigs, data and logs (default: a new temporary folder, removed at the end).",
-)
+@_nodes_option(2, "the lab's simulated kubelet")
+@workdir_option("Folder for keys, kubeconfigs, data and logs (default: a new temporary folder, removed at the end).")
 def real(nodes: int, workdir: Path | None) -> None:
     """Run the real control plane (etcd, kube-apiserver, controller manager, scheduler, JobSet, Trainer, Kueue,
     as controlplane/build makes them) with simulated nodes, until interrupted (Ctrl-C)."""

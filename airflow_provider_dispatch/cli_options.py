@@ -6,6 +6,8 @@ read as client-go reads it (durations.py), `-w/--watch`. One habit is not kubect
 `-o yaml` a usage error is printed as a structured error document on standard output, as the command's own
 errors are, where kubectl prints every error as plain text on standard error. A script then needs one parser for
 every answer, and the exit code is still 2.
+
+Also the form of `--workdir`, which `dispatch demo` and `dispatch lab real` share.
 """
 
 from __future__ import annotations
@@ -158,6 +160,12 @@ def cluster_options(*, watch: bool, all_namespaces: bool = False) -> Callable[[C
     return apply
 
 
+def workdir_option(help: str) -> Callable[[Callable[..., None]], Any]:
+    """`--workdir`: a folder's path (click refuses an existing file); None when not given. `help` says what goes
+    there and what the command does without it."""
+    return click.option("--workdir", type=click.Path(file_okay=False, path_type=Path), default=None, help=help)
+
+
 def context_namespace(kubeconfig: Path | None, context: str | None) -> str:
     """kubectl's default namespace: the one the (chosen or current) context names, else `default`.
 
@@ -215,4 +223,5 @@ __all__ = [
     "requested_output",
     "resolve_namespace",
     "trainjob_argument",
+    "workdir_option",
 ]
