@@ -49,74 +49,52 @@ def main() -> None:
 @main.command(cls=OutputCommand)
 @click.argument("ref", metavar="[NAMESPACE/]NAME", callback=checked(trainjob_argument))
 @cluster_options(watch=True)
-def status(
-    ref: str,
-    kubeconfig: Path | None,
-    context: str | None,
-    namespace: str | None,
-    output: str,
-    request_timeout: float | None,
-    watch: bool,
-) -> None:
+def status(ref: str, namespace: str | None, options: ClusterOptions) -> None:
     """Show the state of one TrainJob: its execution, and what keeps it from running.
 
     While pods of the previous execution remain, it lists each with its node's state and says what would
     unblock it. It writes nothing.
     """
-    options = ClusterOptions(kubeconfig, context, output, request_timeout, watch)
     in_argument, _, name = ref.rpartition("/")
     target = Ref(resolve_namespace(namespace, in_argument or None, options), name)
-    report(lambda adapter, now: with_created(adapter.inspect(target, now=now), adapter), status_shown(output), options)
+    report(
+        lambda adapter, now: with_created(adapter.inspect(target, now=now), adapter),
+        status_shown(options.output),
+        options,
+    )
 
 
 @main.command(cls=OutputCommand)
 @click.argument("namespace_argument", metavar="[NAMESPACE]", required=False, callback=checked(validate_namespace))
 @click.option("--job-id", required=True, callback=checked(validate_job_id), help="The dispatch job id to find.")
 @cluster_options(watch=True)
-def find(
-    namespace_argument: str | None,
-    job_id: str,
-    kubeconfig: Path | None,
-    context: str | None,
-    namespace: str | None,
-    output: str,
-    request_timeout: float | None,
-    watch: bool,
-) -> None:
+def find(namespace_argument: str | None, job_id: str, namespace: str | None, options: ClusterOptions) -> None:
     """Show the newest TrainJob of a job id (its current submission), as `status` does.
 
     The namespace is the argument, or -n, or the kubeconfig context's. It writes nothing.
     """
-    options = ClusterOptions(kubeconfig, context, output, request_timeout, watch)
     where = resolve_namespace(namespace, namespace_argument, options)
     report(
         lambda adapter, now: with_created(adapter.find(where, job_id, now=now), adapter),
-        status_shown(output),
+        status_shown(options.output),
         options,
     )
 
 
 @main.command("list", cls=OutputCommand)
 @cluster_options(watch=True, all_namespaces=True)
-def list_command(
-    kubeconfig: Path | None,
-    context: str | None,
-    namespace: str | None,
-    output: str,
-    request_timeout: float | None,
-    watch: bool,
-    all_namespaces: bool,
-) -> None:
+def list_command(namespace: str | None, all_namespaces: bool, options: ClusterOptions) -> None:
     """List the TrainJobs dispatch manages: state, execution, age, and what blocks each.
 
     Each TrainJob that carries dispatch's job-id label is assessed as `status` assesses it. One that cannot be
     (its labels are not dispatch's) is reported on standard error, or under "errors" in json and yaml, and the
     exit code is then 1. It writes nothing.
     """
-    options = ClusterOptions(kubeconfig, context, output, request_timeout, watch)
     scope = None if all_namespaces else resolve_namespace(namespace, None, options)
     report(
-        lambda adapter, now: adapter.list_managed(scope, now=now), list_shown(output, all_namespaces, scope), options
+        lambda adapter, now: adapter.list_managed(scope, now=now),
+        list_shown(options.output, all_namespaces, scope),
+        options,
     )
 
 

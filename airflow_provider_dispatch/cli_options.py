@@ -12,6 +12,7 @@ Also the form of `--workdir`, which `dispatch demo` and `dispatch lab real` shar
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -104,7 +105,11 @@ def checked(check: Callable[[str], object]) -> Callable[[click.Context, click.Pa
 
 
 def cluster_options(*, watch: bool, all_namespaces: bool = False) -> Callable[[Callable[..., None]], Any]:
-    """The options of every command that reads a cluster, kubectl's names where kubectl has one."""
+    """The options of every command that reads a cluster, kubectl's names where kubectl has one.
+
+    The command gets `--kubeconfig`, `--context`, `--output`, `--request-timeout` and `--watch` as one
+    `options: ClusterOptions`, and `namespace` (and `all_namespaces`) as themselves: it resolves the namespace
+    with what its own arguments say (`resolve_namespace`)."""
     options = [
         click.option(
             "--kubeconfig",
@@ -153,9 +158,22 @@ def cluster_options(*, watch: bool, all_namespaces: bool = False) -> Callable[[C
         )
 
     def apply(command: Callable[..., None]) -> Any:
+        @functools.wraps(command)
+        def with_options(
+            *,
+            kubeconfig: Path | None,
+            context: str | None,
+            output: str,
+            request_timeout: float | None,
+            watch: bool = False,
+            **arguments: Any,
+        ) -> None:
+            command(options=ClusterOptions(kubeconfig, context, output, request_timeout, watch), **arguments)
+
+        wrapped: Callable[..., None] = with_options
         for option in reversed(options):
-            command = option(command)
-        return command
+            wrapped = option(wrapped)
+        return wrapped
 
     return apply
 
