@@ -61,10 +61,9 @@ from airflow_provider_dispatch.dispatch.validation import Ref
 from airflow_provider_dispatch.dispatch.vocabulary import LABEL_JOB_ID
 from airflow_provider_dispatch.hooks.checks import OutcomeCheck, drain_check, outcome_check
 from airflow_provider_dispatch.hooks.errors import airflow_errors, exception_for_event
-from airflow_provider_dispatch.operators.trainjob import DEFERRAL_MARGIN, TrainJobOpenOperator
+from airflow_provider_dispatch.operators.trainjob import TrainJobOpenOperator
 from airflow_provider_dispatch.sensors.pods_drained import drain_wait_reason
 from airflow_provider_dispatch.sensors.trainjob_outcome import outcome_from_event, outcome_wait_reason
-from airflow_provider_dispatch.triggers.pods_drained import PodsDrainedTrigger
 from airflow_provider_dispatch.triggers.trainjob_outcome import TrainJobOutcomeTrigger, waiting_fingerprint
 from airflow_provider_dispatch.wait_reason import ShowsWaitReason
 
@@ -262,11 +261,6 @@ class TrainJobRestartOperator(ShowsWaitReason, TrainJobOpenOperator):
             raise exception_for_event(event)
         return event, event.get("status")
 
-    def defer_until(self, trigger: BaseTrigger, method_name: str, deadline: float) -> NoReturn:
-        """Defer to `trigger`, which answers by `deadline` (epoch seconds); the deferral's own timeout is later."""
-        left = timedelta(seconds=max(0.0, deadline - time.time()))
-        self.defer(trigger=trigger, method_name=method_name, timeout=left + DEFERRAL_MARGIN)
-
     def deadline(self, context: Context) -> float:
         """The open's wait (a namesake's pods) and the drain are bounded from the start of their stage."""
         return self.state.stage_started + self.wait_timeout
@@ -382,15 +376,7 @@ class TrainJobRestartOperator(ShowsWaitReason, TrainJobOpenOperator):
     def defer_drain(self, known: str | None) -> NoReturn:
         ref = self.ref_of(self.state.submission)
         deadline = self.state.stage_started + self.wait_timeout
-        trigger = PodsDrainedTrigger(
-            ref.namespace,
-            ref.name,
-            accept_ceased=True,
-            known_fingerprint=known,
-            deadline=deadline,
-            recheck_interval=self.recheck_interval,
-            **self.hook.trigger_connection_kwargs(),
-        )
+        trigger = self.pods_drained_trigger(ref, known, deadline, accept_ceased=True)
         self.defer_until(trigger, "drain_complete", deadline)
 
     def drain_complete(

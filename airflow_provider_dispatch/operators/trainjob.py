@@ -62,6 +62,7 @@ import yaml
 from airflow.providers.common.compat.sdk import AirflowException, AirflowFailException, conf
 from airflow.providers.standard.triggers.temporal import TimeDeltaTrigger
 from airflow.sdk import BaseOperator, Context
+from airflow.triggers.base import BaseTrigger
 
 from airflow_provider_dispatch.backoff import Backoff, BackoffSchedule
 from airflow_provider_dispatch.dispatch import programs
@@ -409,22 +410,32 @@ class AdmittingOperator(TrainJobOperator):
     def _timeout_message(self, reason: str) -> str:
         return f"Gave up waiting after wait_timeout={self.wait_timeout:.0f}s; nothing was admitted. {reason}"
 
-    def _defer(self, context: Context, known: str | None) -> NoReturn:
-        ref = self.target()[0]
-        deadline = self.deadline(context)
-        trigger = PodsDrainedTrigger(
+    def pods_drained_trigger(
+        self, ref: Ref, known: str | None, deadline: float, *, accept_ceased: bool, stop_when_running: bool = False
+    ) -> PodsDrainedTrigger:
+        """The triggerer's wait for `ref`'s pods to go, through this operator's connection, answering by
+        `deadline` (epoch seconds); `known` is the fingerprint of the wait reason last shown."""
+        return PodsDrainedTrigger(
             ref.namespace,
             ref.name,
-            accept_ceased=False,
-            stop_when_running=True,
+            accept_ceased=accept_ceased,
+            stop_when_running=stop_when_running,
             known_fingerprint=known,
             deadline=deadline,
             recheck_interval=self.recheck_interval,
             **self.hook.trigger_connection_kwargs(),
         )
-        timeout = timedelta(seconds=max(0.0, deadline - time.time())) + DEFERRAL_MARGIN
-        self.defer(trigger=trigger, method_name="execute_complete", timeout=timeout)
-        raise AssertionError("defer() returns only by raising TaskDeferred")  # pragma: no cover
+
+    def defer_until(self, trigger: BaseTrigger, method_name: str, deadline: float) -> NoReturn:
+        """Defer to `trigger`, which answers by `deadline` (epoch seconds); the deferral's own timeout is later."""
+        left = timedelta(seconds=max(0.0, deadline - time.time()))
+        self.defer(trigger=trigger, method_name=method_name, timeout=left + DEFERRAL_MARGIN)
+
+    def _defer(self, context: Context, known: str | None) -> NoReturn:
+        ref = self.target()[0]
+        deadline = self.deadline(context)
+        trigger = self.pods_drained_trigger(ref, known, deadline, accept_ceased=False, stop_when_running=True)
+        self.defer_until(trigger, "execute_complete", deadline)
 
     def settled_complete(self, context: Context, event: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """Resume after the hold settled (a `TimeDeltaTrigger`): release, the whole check running again."""
