@@ -413,13 +413,15 @@ class Cluster:
 
     # --- composites ------------------------------------------------------------------------------------------
 
-    def running_execution(self, name: str, *, runtime: str, admission: int) -> Execution:
+    def running_execution(self, name: str, *, runtime: str, admission: int, observed: bool = True) -> Execution:
         """Execution `admission` admitted by dispatch and running: A and dispatch's runtime patch on the
-        TrainJob, suspend false, and Trainer has observed it (condition Suspended False)."""
+        TrainJob, suspend false, and (unless `observed` is False) Trainer has observed it (condition Suspended
+        False)."""
         execution = Execution(name, "1", admission)
         patch = self.dispatch_patch(runtime, execution)
         self.trainjob(name, runtime=runtime, admission=admission, suspend=False, runtime_patches=[patch])
-        self.trainer_observes(name, suspended=False)
+        if observed:
+            self.trainer_observes(name, suspended=False)
         return execution
 
     def held_after_execution(

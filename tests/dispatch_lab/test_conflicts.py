@@ -8,7 +8,9 @@ surfaces as the retryable `PersistentConflictError`, with nothing admitted.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
 
 import pytest
 
@@ -18,53 +20,68 @@ from airflow_provider_dispatch.dispatch.errors import ConflictError, PersistentC
 from airflow_provider_dispatch.lab.faults import FaultRule
 
 from .cluster import Cluster
-from .conftest import DispatchLab, MakeAdapter
+from .conftest import DispatchLab, Either, MakeAdapter
 from .writers import StatusWriter, StatusWriters
 
 LOGGER = "airflow_provider_dispatch.dispatch.operations"
-MakeWriter = Callable[..., StatusWriter]
+
+
+@dataclass
+class Conflicts:
+    """A test's adapter, with Trainer writing TrainJob ft-7's status before dispatch's PUTs, and what it saw."""
+
+    make_adapter: MakeAdapter
+    kind: str
+    dispatch_lab: DispatchLab
+    caplog: pytest.LogCaptureFixture
+    writers: StatusWriters
+    mark: int = 0
+
+    async def adapter(self, writes: int | None, **options: Any) -> tuple[Either, StatusWriter]:
+        """The adapter, and a writer of the status before each of its first `writes` PUTs (None: all); the
+        calls and the retry log are read from here on."""
+        adapter = await self.make_adapter(self.kind, **options)
+        writer = self.writers(writes)
+        self.mark = self.dispatch_lab.recorder.mark()
+        self.caplog.set_level("INFO", logger=LOGGER)
+        return adapter, writer
+
+    def put_statuses(self) -> list[str]:
+        return [str(c.status) for c in self.dispatch_lab.recorder.since(self.mark) if c.method == "PUT"]
+
+    def retries_logged(self) -> list[str]:
+        records = self.caplog.records
+        return [r.getMessage() for r in records if r.name == LOGGER and "conflict on attempt" in r.getMessage()]
 
 
 @pytest.fixture
-def status_writer(dispatch_lab: DispatchLab, cluster: Cluster) -> Iterator[MakeWriter]:
-    """`status_writer(times)`: Trainer writes TrainJob ft-7's status before each of dispatch's first `times` PUTs."""
-    writers = StatusWriters(dispatch_lab.lab, dispatch_lab.hooks.add, cluster.namespace)
-    yield writers
-    writers.close()
-
-
-def put_statuses(dispatch_lab: DispatchLab, mark: int) -> list[str]:
-    return [str(c.status) for c in dispatch_lab.recorder.since(mark) if c.method == "PUT"]
-
-
-def retries_logged(caplog: pytest.LogCaptureFixture) -> list[str]:
-    return [r.getMessage() for r in caplog.records if r.name == LOGGER and "conflict on attempt" in r.getMessage()]
-
-
-async def test_a_status_write_before_the_release_is_retried_and_admits_once(
+def conflicts(
     make_adapter: MakeAdapter,
     kind: str,
     cluster: Cluster,
     dispatch_lab: DispatchLab,
-    status_writer: MakeWriter,
     caplog: pytest.LogCaptureFixture,
+) -> Iterator[Conflicts]:
+    with StatusWriters(dispatch_lab.lab, dispatch_lab.hooks.add, cluster.namespace) as writers:
+        yield Conflicts(make_adapter, kind, dispatch_lab, caplog, writers)
+
+
+async def test_a_status_write_before_the_release_is_retried_and_admits_once(
+    conflicts: Conflicts, cluster: Cluster, dispatch_lab: DispatchLab
 ) -> None:
     cluster.held_after_execution("ft-7", runtime=cluster.runtime(), admission=1)
-    adapter = await make_adapter(kind)
-    writer = status_writer(1)
-    mark = dispatch_lab.recorder.mark()
-    caplog.set_level("INFO", logger=LOGGER)
+    adapter, writer = await conflicts.adapter(1)
     ref = f"{cluster.namespace}/ft-7"
     assert await adapter.release(ref) == Execution("ft-7", "1", 2)
-    assert put_statuses(dispatch_lab, mark) == ["409", "200"]  # the store refused the stale write; then one admission
+    assert conflicts.put_statuses() == ["409", "200"]  # the store refused the stale write; then one admission
     assert cluster.trainjob_object("ft-7")["metadata"]["annotations"][v.ANNOTATION_ADMISSION] == "2"
-    (logged,) = retries_logged(caplog)
+    (logged,) = conflicts.retries_logged()
     assert logged.startswith(f"release of TrainJob {ref}: conflict on attempt 1 of 5 (")
     assert "409" in logged
     assert f"now at resourceVersion {writer.wrote[0]}, admission 1, held" in logged
     assert "re-running the complete check" in logged
     # the retry re-ran the complete check: the second attempt read the TrainJob and the pods again
-    calls = dispatch_lab.recorder.since(mark)
+    calls = dispatch_lab.recorder.since(conflicts.mark)
     first_put = next(i for i, c in enumerate(calls) if c.method == "PUT")
     after = [c.path for c in calls[first_put + 1 :]]
     assert any(p.endswith("/trainjobs/ft-7") for p in after[:-1])
@@ -72,56 +89,30 @@ async def test_a_status_write_before_the_release_is_retried_and_admits_once(
 
 
 async def test_a_conflict_on_every_attempt_surfaces_retryable_and_admits_nothing(
-    make_adapter: MakeAdapter,
-    kind: str,
-    cluster: Cluster,
-    dispatch_lab: DispatchLab,
-    status_writer: MakeWriter,
-    caplog: pytest.LogCaptureFixture,
+    conflicts: Conflicts, cluster: Cluster
 ) -> None:
     cluster.held_after_execution("ft-7", runtime=cluster.runtime(), admission=1)
-    adapter = await make_adapter(kind, conflict_attempts=3)
-    status_writer(None)
-    mark = dispatch_lab.recorder.mark()
-    caplog.set_level("INFO", logger=LOGGER)
+    adapter, _ = await conflicts.adapter(None, conflict_attempts=3)
     with pytest.raises(PersistentConflictError, match="met a conflict on each of its 3 attempts") as raised:
         await adapter.release(f"{cluster.namespace}/ft-7")
     assert isinstance(raised.value, UnreachableError)  # retryable: Airflow's retries may try again later
-    assert put_statuses(dispatch_lab, mark) == ["409", "409", "409"]
+    assert conflicts.put_statuses() == ["409", "409", "409"]
     live = cluster.trainjob_object("ft-7")
     assert (live["metadata"]["annotations"][v.ANNOTATION_ADMISSION], live["spec"]["suspend"]) == ("1", True)
-    assert [m.split(" (")[0] for m in retries_logged(caplog)] == [
+    assert [m.split(" (")[0] for m in conflicts.retries_logged()] == [
         f"release of TrainJob {cluster.namespace}/ft-7: conflict on attempt {n} of 3" for n in (1, 2)
     ]
 
 
-async def test_a_status_write_before_the_hold_is_retried_and_holds(
-    make_adapter: MakeAdapter,
-    kind: str,
-    cluster: Cluster,
-    dispatch_lab: DispatchLab,
-    status_writer: MakeWriter,
-    caplog: pytest.LogCaptureFixture,
-) -> None:
-    runtime = cluster.runtime()
-    execution = Execution("ft-7", "1", 3)
-    cluster.trainjob(
-        "ft-7",
-        runtime=runtime,
-        admission=3,
-        suspend=False,
-        runtime_patches=[cluster.dispatch_patch(runtime, execution)],
-    )
-    adapter = await make_adapter(kind)
-    status_writer(1)
-    mark = dispatch_lab.recorder.mark()
-    caplog.set_level("INFO", logger=LOGGER)
+async def test_a_status_write_before_the_hold_is_retried_and_holds(conflicts: Conflicts, cluster: Cluster) -> None:
+    execution = cluster.running_execution("ft-7", runtime=cluster.runtime(), admission=3, observed=False)
+    adapter, _ = await conflicts.adapter(1)
     assert await adapter.hold(f"{cluster.namespace}/ft-7") == execution
-    assert put_statuses(dispatch_lab, mark) == ["409", "200"]
+    assert conflicts.put_statuses() == ["409", "200"]
     live = cluster.trainjob_object("ft-7")
     assert live["spec"]["suspend"] is True
     assert v.ANNOTATION_EXECUTION_PODS in live["metadata"]["annotations"]  # the record came with the retried hold
-    (logged,) = retries_logged(caplog)
+    (logged,) = conflicts.retries_logged()
     assert "hold of TrainJob" in logged
     assert "admission 3, not held" in logged
 

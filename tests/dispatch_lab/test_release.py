@@ -109,14 +109,7 @@ async def test_release_of_a_running_object_returns_its_execution_and_writes_noth
 ) -> None:
     runtime = cluster.runtime()
     node = cluster.node("n1")
-    execution = Execution("ft-7", "1", 2)
-    cluster.trainjob(
-        "ft-7",
-        runtime=runtime,
-        admission=2,
-        suspend=False,
-        runtime_patches=[cluster.dispatch_patch(runtime, execution)],
-    )
+    execution = cluster.running_execution("ft-7", runtime=runtime, admission=2, observed=False)
     cluster.pod("ft-7", node=node, execution=execution)
     revision, mark = dispatch_lab.revision(), dispatch_lab.recorder.mark()
     assert await adapter.release(f"{cluster.namespace}/ft-7") == execution

@@ -58,7 +58,8 @@ class StatusWriter:
 @dataclass
 class StatusWriters:
     """`writers(times)`: a `StatusWriter` for TrainJob ft-7 of `namespace`, hooked on dispatch's TrainJob PUTs
-    through `add` (a lab `Hooks.add`); `close()` closes them all on the lab's loop, where their clients live."""
+    through `add` (a lab `Hooks.add`); `close()`, or leaving a `with` block, closes them all on the lab's loop,
+    where their clients live."""
 
     lab: Lab
     add: Callable[..., None]
@@ -74,6 +75,12 @@ class StatusWriters:
     def close(self) -> None:
         for writer in self.made:
             self.lab.run(writer.close)
+
+    def __enter__(self) -> StatusWriters:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 def _job_status(active: int) -> dict[str, object]:
