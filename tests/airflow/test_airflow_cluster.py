@@ -39,6 +39,15 @@ def running(cluster: Cluster) -> None:
     cluster.trainjob("ft-7", runtime=cluster.runtime(), admission=3, suspend=False)
 
 
+def acting_on(airflow_lab: AirflowLab, cluster: Cluster, kubeconfig: Path, configuration: str) -> str:
+    """The line a writing task logs about its cluster, with the kubeconfig's context and user."""
+    context, user = names(kubeconfig)
+    return (
+        f"Acting on the cluster at {airflow_lab.lab.url} (context {context}, as {user}), namespace "
+        f"{cluster.namespace}; configuration from {configuration}"
+    )
+
+
 def test_a_writing_task_logs_the_cluster_and_the_connection(
     airflow_lab: AirflowLab, cluster: Cluster, run_dag: RunDag, capfd: pytest.CaptureFixture[str]
 ) -> None:
@@ -46,46 +55,44 @@ def test_a_writing_task_logs_the_cluster_and_the_connection(
     result = run_dag("dispatch_hold_logged", namespace=cluster.namespace, name="ft-7")
     assert result.state == "success"
     path = airflow_lab.kubeconfigs["writer"]
-    context, user = names(path)
-    assert (
-        f"Acting on the cluster at {airflow_lab.lab.url} (context {context}, as {user}), namespace "
-        f"{cluster.namespace}; configuration from connection kubernetes_default (kube_config_path {path})"
-    ) in capfd.readouterr().out
+    line = acting_on(airflow_lab, cluster, path, f"connection kubernetes_default (kube_config_path {path})")
+    assert line in capfd.readouterr().out
 
 
-def test_a_named_connection_that_does_not_exist_is_refused_and_nothing_is_sent(
+@pytest.mark.parametrize(
+    ("dag_id", "drop_default", "said"),
+    [
+        # a named connection that does not exist is refused (retries=2 unused) and nothing is sent
+        ("dispatch_hold_missing_connection", False, ["The connection 'does_not_exist' does not exist"]),
+        # a missing kubernetes_default never falls back to the ambient kubeconfig; the message says how to ask
+        # for the ambient configuration
+        (
+            "dispatch_hold_default_connection",
+            True,
+            ["The connection 'kubernetes_default' does not exist", "kubernetes_conn_id=None"],
+        ),
+    ],
+    ids=["named-connection", "kubernetes_default"],
+)
+def test_a_connection_that_does_not_exist_is_refused_never_falls_back_and_sends_nothing(
     airflow_lab: AirflowLab,
     cluster: Cluster,
     run_dag: RunDag,
     capfd: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
+    dag_id: str,
+    drop_default: bool,
+    said: list[str],
 ) -> None:
     running(cluster)
+    if drop_default:
+        monkeypatch.delenv("AIRFLOW_CONN_KUBERNETES_DEFAULT")
     ambient_kubeconfig(monkeypatch, airflow_lab.kubeconfigs["admin"])
     mark = airflow_lab.probe.mark()
-    result = run_dag("dispatch_hold_missing_connection", namespace=cluster.namespace, name="ft-7")
-    assert (result.task_state("hold"), result.try_number("hold")) == ("failed", 1)  # retries=2 unused
-    assert "The connection 'does_not_exist' does not exist" in capfd.readouterr().out
-    assert airflow_lab.probe.since(mark) == []
-    assert cluster.trainjob_object("ft-7")["spec"]["suspend"] is False
-
-
-def test_a_missing_default_connection_never_falls_back_to_the_ambient_kubeconfig(
-    airflow_lab: AirflowLab,
-    cluster: Cluster,
-    run_dag: RunDag,
-    capfd: pytest.CaptureFixture[str],
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    running(cluster)
-    monkeypatch.delenv("AIRFLOW_CONN_KUBERNETES_DEFAULT")
-    ambient_kubeconfig(monkeypatch, airflow_lab.kubeconfigs["admin"])
-    mark = airflow_lab.probe.mark()
-    result = run_dag("dispatch_hold_default_connection", namespace=cluster.namespace, name="ft-7")
+    result = run_dag(dag_id, namespace=cluster.namespace, name="ft-7")
     assert (result.task_state("hold"), result.try_number("hold")) == ("failed", 1)
     out = capfd.readouterr().out
-    assert "The connection 'kubernetes_default' does not exist" in out
-    assert "kubernetes_conn_id=None" in out  # the message says how to ask for the ambient configuration
+    assert [text for text in said if text not in out] == []
     assert airflow_lab.probe.since(mark) == []
     assert cluster.trainjob_object("ft-7")["spec"]["suspend"] is False
 
@@ -103,9 +110,8 @@ def test_no_connection_asked_for_uses_the_ambient_kubeconfig_and_says_so(
     result = run_dag("dispatch_hold_ambient", namespace=cluster.namespace, name="ft-7")
     assert result.state == "success"
     assert cluster.trainjob_object("ft-7")["spec"]["suspend"] is True
-    context, user = names(path)
-    assert (
-        f"Acting on the cluster at {airflow_lab.lab.url} (context {context}, as {user}), namespace "
-        f"{cluster.namespace}; configuration from no connection (kubernetes_conn_id=None): the ambient kubeconfig "
-        f"{path} (the connection names no configuration)"
-    ) in capfd.readouterr().out
+    configuration = (
+        f"no connection (kubernetes_conn_id=None): the ambient kubeconfig {path} (the connection names no "
+        "configuration)"
+    )
+    assert acting_on(airflow_lab, cluster, path, configuration) in capfd.readouterr().out
