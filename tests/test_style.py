@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import subprocess
 import sys
 from pathlib import Path
@@ -31,3 +32,16 @@ def test_ruff(command: tuple[str, ...]) -> None:
 def test_mypy_strict() -> None:
     result = _run(sys.executable, "-m", "mypy")
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+PACKAGE_MODULES = sorted((ROOT / "airflow_provider_dispatch").rglob("*.py"))
+
+
+@pytest.mark.parametrize("path", PACKAGE_MODULES, ids=lambda p: str(p.relative_to(ROOT / "airflow_provider_dispatch")))
+def test_every_module_says_what_it_owns(path: Path) -> None:
+    """A newcomer opening any module reads first what it owns: a docstring whose first line is a phrase of its
+    own (not a bare title), the rest saying why."""
+    docstring = ast.get_docstring(ast.parse(path.read_text(), filename=str(path)))
+    assert docstring, f"{path.relative_to(ROOT)} has no module docstring"
+    first = docstring.splitlines()[0]
+    assert len(first.split()) >= 5, f"{path.relative_to(ROOT)}: the docstring's first line {first!r} says too little"

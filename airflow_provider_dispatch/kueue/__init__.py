@@ -23,8 +23,8 @@ Modules, one concern each:
 * `reconciler`: one Workload, end to end; `controller`: informers, work queue, workers, resync, `Active`;
 * `informer`, `workqueue`, `waiting`, `api`, `clock`: the watch-and-reconcile machinery (the backoff is the
   package's one schedule, `airflow_provider_dispatch.backoff`);
-* `connection`, `runner`, `logs`: the `dispatch admission-controller` process; `lab`: the same controller as a
-  lab controller.
+* `connection`, `runner`, `logs`: the `dispatch admission-controller` process. The same controller inside the
+  lab is the lab's (`lab/controllers/admission_check.py`): the provider never imports the lab.
 """
 
 from __future__ import annotations

@@ -57,18 +57,4 @@ async def connect(
         raise kubeconfig_refusal(str(kubeconfig), error) from None
 
 
-def lab_kubeconfig(url: str, token: str, ca_file: str | None = None) -> dict[str, Any]:
-    """A kubeconfig as a dict for a server and a bearer token (the lab's, for `lab.py`); `ca_file` verifies an
-    https server (`dispatch lab serve --tls`, the real control plane)."""
-    cluster = {"server": url} if ca_file is None else {"server": url, "certificate-authority": ca_file}
-    return {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": [{"name": "lab", "cluster": cluster}],
-        "users": [{"name": "dispatch-admission-controller", "user": {"token": token}}],
-        "contexts": [{"name": "lab", "context": {"cluster": "lab", "user": "dispatch-admission-controller"}}],
-        "current-context": "lab",
-    }
-
-
-__all__ = ["connect", "in_cluster", "lab_kubeconfig"]
+__all__ = ["connect", "in_cluster"]

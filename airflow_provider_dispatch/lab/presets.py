@@ -9,18 +9,19 @@ Besides the Kubernetes controllers, the cluster runs what a platform team would 
 - a remediation agent (`controllers/fencing.py`) that fences a node left not Ready for the seconds its Node
   annotation `lab.dispatch.phpboyscout.uk/fence-after-seconds` says, and then taints it out-of-service; nodes
   without the annotation are never fenced;
-- with Kueue, dispatch's own admission check controller (`kueue/lab.py`), for every AdmissionCheck whose
-  `controllerName` is `dispatch.phpboyscout.uk/drained` (none exist until someone creates one).
+- with Kueue, dispatch's own admission check controller (`kueue/`, hosted by `controllers/admission_check.py`),
+  for every AdmissionCheck whose `controllerName` is `dispatch.phpboyscout.uk/drained` (none exist until someone
+  creates one).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from airflow_provider_dispatch.kueue.lab import lab_admission_controller
 from airflow_provider_dispatch.lab import manifests
 from airflow_provider_dispatch.lab.cluster import ControllerFactory
 from airflow_provider_dispatch.lab.controllers import NODE_CONTROLLERS, WORKLOAD_CONTROLLERS
+from airflow_provider_dispatch.lab.controllers.admission_check import lab_admission_controller
 from airflow_provider_dispatch.lab.controllers.fencing import FencingAgent
 from airflow_provider_dispatch.lab.controllers.kueue import KUEUE_CONTROLLERS
 from airflow_provider_dispatch.lab.kinds import CLUSTER_TRAINING_RUNTIME

@@ -133,7 +133,9 @@ def run(config: Config) -> dict[str, Any]:
 
 # --- the results page -----------------------------------------------------------------------------------------
 
-FIGURES = (
+#: (key, title, the figure read off a measurement, how it prints)
+Figure = tuple[str, str, Callable[[Measurement], float], Callable[[Any], str]]
+FIGURES: tuple[Figure, ...] = (
     ("requests", "API requests", lambda m: m.traffic.requests, str),
     ("bytes", "bytes transferred", lambda m: m.traffic.bytes, format_bytes),
     ("cpu", "client CPU", lambda m: m.cpu_seconds, format_seconds),

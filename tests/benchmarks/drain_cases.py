@@ -40,6 +40,7 @@ import kubernetes
 from airflow_provider_dispatch.dispatch import AsyncDispatchAdapter, DispatchAdapter, programs
 from airflow_provider_dispatch.dispatch import vocabulary as v
 from airflow_provider_dispatch.dispatch.assessment import managed
+from airflow_provider_dispatch.dispatch.programs import PodReadStrategy
 from airflow_provider_dispatch.dispatch.selection import Selection
 from airflow_provider_dispatch.dispatch.validation import parse_ref
 
@@ -131,7 +132,7 @@ def sync_reader(case: str, kubeconfig: str, page_size: int) -> tuple[Reader, Cal
             return baseline_selected(core.list_namespaced_pod(selection.namespace), selection)
 
         return baseline, api.close
-    strategy = "full" if case in ("full", "hold-read") else "pinned"
+    strategy: PodReadStrategy = "full" if case in ("full", "hold-read") else "pinned"
     adapter = DispatchAdapter.from_kubeconfig(kubeconfig, pod_read=strategy, page_size=page_size)
 
     def read(spec: Mapping[str, Any]) -> list[str]:
@@ -151,7 +152,7 @@ def sync_reader(case: str, kubeconfig: str, page_size: int) -> tuple[Reader, Cal
 
 def async_reader(case: str, kubeconfig: str, page_size: int) -> tuple[Reader, Callable[[], None]]:
     loop = asyncio.new_event_loop()
-    strategy = "full" if case == "full-async" else "pinned"
+    strategy: PodReadStrategy = "full" if case == "full-async" else "pinned"
     adapter = loop.run_until_complete(
         AsyncDispatchAdapter.from_kubeconfig(kubeconfig, pod_read=strategy, page_size=page_size)
     )

@@ -5,9 +5,9 @@
   them (`lab.faults`), can lose the answer of a write the server applied, and can hold a request at a `Gate`
   until the test has killed the controller, then drop it unapplied. Nothing of the lab's own controllers or of
   the test's admin client is touched.
-* `RunningController`: the controller on the lab's loop (`kueue.lab.LabAdmissionController`, lab clock), as
-  the lab's `controller` service account; `kill()` cancels it at once (a crash: nothing runs after it),
-  `start()` again is a restart from nothing but the cluster's state.
+* `RunningController`: the controller on the lab's loop (`lab.controllers.admission_check.LabAdmissionController`,
+  lab clock), as the lab's `controller` service account; `kill()` cancels it at once (a crash: nothing runs after
+  it), `start()` again is a restart from nothing but the cluster's state.
 * `Steps`: queues, a runtime whose pods take a whole 8-cpu node of the test's own zone, dispatch TrainJobs,
   their Workloads, and waits through the API (list then watch, `cluster.waiting`).
 """
@@ -28,8 +28,8 @@ from cluster.workload_steps import trainjob_selector, unique
 
 from airflow_provider_dispatch.dispatch import vocabulary as v
 from airflow_provider_dispatch.kueue.controller import AdmissionController, ControllerOptions
-from airflow_provider_dispatch.kueue.lab import LabAdmissionController
 from airflow_provider_dispatch.lab import manifests
+from airflow_provider_dispatch.lab.controllers.admission_check import LabAdmissionController
 from airflow_provider_dispatch.lab.controllers.kueue.scenario import QueueSetup, SyncKueueScenario
 from airflow_provider_dispatch.lab.faults import FaultInjector, FaultRule
 from airflow_provider_dispatch.lab.rbac_setup import LabRbac

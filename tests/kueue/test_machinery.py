@@ -16,10 +16,10 @@ from aiohttp import web
 from airflow_provider_dispatch.backoff import BackoffSchedule
 from airflow_provider_dispatch.dispatch import vocabulary as v
 from airflow_provider_dispatch.kueue.api import KubeApi
-from airflow_provider_dispatch.kueue.connection import lab_kubeconfig
 from airflow_provider_dispatch.kueue.informer import RETRY_BACKOFF, Event, Informer
 from airflow_provider_dispatch.kueue.workqueue import WorkQueue
 from airflow_provider_dispatch.lab.clock import LabClock
+from airflow_provider_dispatch.lab.controllers.admission_check import lab_kubeconfig
 from airflow_provider_dispatch.lab.faults import FaultInjector, FaultRule
 from airflow_provider_dispatch.lab.runtime import DEFAULT_TOKEN, AsyncLab
 

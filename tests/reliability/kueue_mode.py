@@ -2,10 +2,10 @@
 
 With the profile's `kueue` set, the lab also runs Kueue (`lab.controllers.kueue`), one ClusterQueue with a
 LocalQueue in the model's namespace and one AdmissionCheck of dispatch's controller, and the controller itself
-(`kueue.lab.LabAdmissionController`, on the lab clock, as an identity of its own so that its writes are told
-apart). Odd-numbered TrainJobs carry the queue-name label: Kueue suspends and admits them, dispatch's callers hold
-and release them by deactivating and reactivating their Workloads (DESIGN §6), and the controller raises A once
-per Workload admission after the drain check.
+(`lab.controllers.admission_check.LabAdmissionController`, on the lab clock, as an identity of its own so that
+its writes are told apart). Odd-numbered TrainJobs carry the queue-name label: Kueue suspends and admits them,
+dispatch's callers hold and release them by deactivating and reactivating their Workloads (DESIGN §6), and the
+controller raises A once per Workload admission after the drain check.
 
 The moves of this mode:
 

@@ -1,20 +1,41 @@
-"""The controller inside the lab: a `ControllerFactory` that `AsyncLab(controllers=[...])` runs like its own::
+"""dispatch's own Kueue admission check controller (`kueue/`) hosted in the lab: a `ControllerFactory` that
+`AsyncLab(controllers=[...])` runs like its simulated controllers::
 
     AsyncLab(controllers=[*WORKLOAD_CONTROLLERS, *NODE_CONTROLLERS, *KUEUE_CONTROLLERS, lab_admission_controller()])
 
+Unlike its neighbours it simulates nothing: it is the same `AdmissionController` that `dispatch
+admission-controller` runs, given the lab's URL and clock. It lives on the lab's side because the dependency
+points one way (docs/architecture.md, "The import rule"): the lab runs the provider, the provider never imports
+the lab.
+
 It reaches the lab over HTTP with the lab's controller token, or with `token` (a service account's, to run it
 with exactly the RBAC of `deploy/admission-controller`), and runs every timer on the lab clock, so backoffs and
-resyncs pass at lab speed and with `advance()`. It is the same `AdmissionController` the CLI runs.
+resyncs pass at lab speed and with `advance()`.
 """
 
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
+from airflow_provider_dispatch.dispatch.async_adapter import AsyncDispatchAdapter
 from airflow_provider_dispatch.kueue.clock import as_datetime
-from airflow_provider_dispatch.kueue.connection import lab_kubeconfig
 from airflow_provider_dispatch.kueue.controller import AdmissionController, ControllerOptions
 from airflow_provider_dispatch.lab.cluster import ClusterContext, Controller, ControllerFactory
+
+
+def lab_kubeconfig(url: str, token: str, ca_file: str | None = None) -> dict[str, Any]:
+    """A kubeconfig as a dict for a server and a bearer token (the lab's); `ca_file` verifies an https server
+    (`dispatch lab serve --tls`, the real control plane)."""
+    cluster = {"server": url} if ca_file is None else {"server": url, "certificate-authority": ca_file}
+    return {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "lab", "cluster": cluster}],
+        "users": [{"name": "dispatch-admission-controller", "user": {"token": token}}],
+        "contexts": [{"name": "lab", "context": {"cluster": "lab", "user": "dispatch-admission-controller"}}],
+        "current-context": "lab",
+    }
 
 
 class LabAdmissionController:
@@ -29,8 +50,6 @@ class LabAdmissionController:
         self.started = asyncio.Event()
 
     async def run(self) -> None:
-        from airflow_provider_dispatch.dispatch.async_adapter import AsyncDispatchAdapter
-
         clock = self.context.clock
         adapter = await AsyncDispatchAdapter.from_config_dict(
             lab_kubeconfig(self.context.url, self.token, self.context.ca_file), clock=lambda: as_datetime(clock.now())
@@ -52,4 +71,4 @@ def lab_admission_controller(
     return build
 
 
-__all__ = ["LabAdmissionController", "lab_admission_controller"]
+__all__ = ["LabAdmissionController", "lab_admission_controller", "lab_kubeconfig"]
