@@ -96,9 +96,18 @@ def test_create_in_missing_namespace_is_refused(core_v1: kubernetes.client.CoreV
 
 def test_stale_resource_version_is_409(custom_objects: kubernetes.client.CustomObjectsApi, namespace: str) -> None:
     created = custom_objects.create_namespaced_custom_object(*TRAINER, namespace, "trainjobs", manifests.trainjob("tj"))
-    fresh = dict(created)
-    fresh["metadata"] = {**created["metadata"], "labels": {**created["metadata"]["labels"], "x": "1"}}
-    custom_objects.replace_namespaced_custom_object(*TRAINER, namespace, "trainjobs", "tj", fresh)
+    # on the real control plane Trainer writes the new TrainJob too, so the fresh write starts from a fresh read
+    for _ in range(10):
+        fresh = custom_objects.get_namespaced_custom_object(*TRAINER, namespace, "trainjobs", "tj")
+        fresh["metadata"]["labels"] = {**fresh["metadata"]["labels"], "x": "1"}
+        try:
+            custom_objects.replace_namespaced_custom_object(*TRAINER, namespace, "trainjobs", "tj", fresh)
+            break
+        except ApiException as conflict:
+            if conflict.status != 409:
+                raise
+    else:
+        pytest.fail("10 fresh writes in a row met a conflict")
     stale = dict(created)
     stale["metadata"] = {**created["metadata"], "labels": {**created["metadata"]["labels"], "x": "2"}}
     with pytest.raises(ApiException) as raised:
