@@ -59,37 +59,42 @@ def fail(error: DispatchError, output: str) -> NoReturn:
 
 def report(read: Callable[[DispatchAdapter, datetime], _T], shown: Shown[_T], options: ClusterOptions) -> None:
     """Run a read on a read-only adapter and print it (again on each change with --watch), or fail."""
+    try:
+        if options.watch:
+            _watch(read, shown, options)
+            return
+        with _adapter(options) as adapter:
+            answer = read(adapter, datetime.now(UTC))
+            text = shown.first(answer, datetime.now(UTC))
+            if text:
+                click.echo(text)
+            raise click.exceptions.Exit(shown.code(answer))
+    except DispatchError as error:
+        fail(error, options.output)
+
+
+def _adapter(options: ClusterOptions) -> DispatchAdapter:
     from airflow_provider_dispatch.dispatch.sync_adapter import DispatchAdapter
 
     timeout = options.request_timeout
     extra = {} if timeout is None else {"request_timeout": (timeout, timeout)}
-    try:
-        with DispatchAdapter.from_kubeconfig(
-            options.kubeconfig, context=options.context, read_only=True, **extra
-        ) as adapter:
-            answer = read(adapter, datetime.now(UTC))
-            if not options.watch:
-                text = shown.first(answer, datetime.now(UTC))
-                if text:
-                    click.echo(text)
-                raise click.exceptions.Exit(shown.code(answer))
-            from airflow_provider_dispatch.cli_watch import Streams, follow
+    return DispatchAdapter.from_kubeconfig(options.kubeconfig, context=options.context, read_only=True, **extra)
 
-            streams = Streams(adapter.api_client, shown.sources(answer))
-            streams.start()
-            try:
-                follow(
-                    answer,
-                    lambda: read(adapter, datetime.now(UTC)),
-                    lambda first: shown.first(first, datetime.now(UTC)),
-                    lambda before, after: shown.again(before, after, datetime.now(UTC)),
-                    streams.changed,
-                    click.echo,
-                )
-            finally:
-                streams.stop()
-    except DispatchError as error:
-        fail(error, options.output)
+
+def _watch(read: Callable[[DispatchAdapter, datetime], _T], shown: Shown[_T], options: ClusterOptions) -> None:
+    """--watch: Ctrl-C is a message from here on (cli_watch.interrupts), through the first read and the close."""
+    from airflow_provider_dispatch.cli_watch import interrupts, watch
+
+    with interrupts() as inbox, _adapter(options) as adapter:
+        watch(
+            lambda: read(adapter, datetime.now(UTC)),
+            lambda first: shown.first(first, datetime.now(UTC)),
+            lambda before, after: shown.again(before, after, datetime.now(UTC)),
+            shown.sources,
+            adapter.api_client,
+            inbox,
+            click.echo,
+        )
 
 
 def status_sources(status: Status) -> list[tuple[ApiCoordinates, str | None]]:

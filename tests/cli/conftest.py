@@ -9,9 +9,12 @@ all for an invalid name, and only reads otherwise.
 
 from __future__ import annotations
 
+import asyncio
 import socket
+import threading
 import uuid
 from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -46,10 +49,27 @@ class RequestLog:
 
 
 @dataclass
+class Gate:
+    """Holds the lab's answer to each request `matches` accepts until `opened` is set (on the lab's loop)."""
+
+    matches: Callable[[web.Request], bool] | None = None
+    arrived: threading.Event = field(default_factory=threading.Event)
+    opened: asyncio.Event = field(default_factory=asyncio.Event)
+
+    @web.middleware
+    async def middleware(self, request: web.Request, handler: Handler) -> web.StreamResponse:
+        if self.matches is not None and self.matches(request):
+            self.arrived.set()
+            await self.opened.wait()
+        return await handler(request)
+
+
+@dataclass
 class CliLab:
     lab: Lab
     log: RequestLog
     kubeconfig: Path
+    gate: Gate = field(default_factory=Gate)
 
     def run(self, *args: str, kubeconfig: Path | None = None) -> Result:
         """`dispatch ARGS --kubeconfig <the lab's>`, in-process, stdout and stderr kept apart."""
@@ -59,12 +79,23 @@ class CliLab:
     def advance(self, seconds: float) -> None:
         self.lab.call(lambda: self.lab.clock.advance(seconds))
 
+    @contextmanager
+    def holding(self, matches: Callable[[web.Request], bool]) -> Iterator[threading.Event]:
+        """While inside, the requests `matches` accepts wait unanswered; the event is set when one arrives."""
+        self.gate.arrived, self.gate.opened = threading.Event(), asyncio.Event()
+        self.gate.matches = matches
+        try:
+            yield self.gate.arrived
+        finally:
+            self.gate.matches = None
+            self.lab.call(self.gate.opened.set)
+
 
 @pytest.fixture(scope="module")
 def cli_lab() -> Iterator[CliLab]:
-    log = RequestLog()
-    with Lab(speed=0.0, middlewares=(log.middleware,)) as lab:
-        yield CliLab(lab, log, lab.kubeconfig("cli"))
+    log, gate = RequestLog(), Gate()
+    with Lab(speed=0.0, middlewares=(log.middleware, gate.middleware)) as lab:
+        yield CliLab(lab, log, lab.kubeconfig("cli"), gate)
 
 
 @pytest.fixture(scope="module")

@@ -1,6 +1,7 @@
 """`--watch` on `dispatch status` and `dispatch list`: the command runs as a process against the lab, prints
 the first answer, prints again when the cluster changes (the node tainted, the pod force-deleted), and exits 0
-on Ctrl-C (SIGINT).
+on Ctrl-C (SIGINT), whenever it comes and whether or not the process started with SIGINT ignored (a shell's
+background job starts so, and with it every process the job starts: pytest run with `&` runs these tests so).
 
 The process's output is read line by line as it comes; nothing waits on a clock (pytest-timeout bounds a hang).
 """
@@ -18,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from aiohttp import web
 from dispatch_lab.cluster import Cluster
 
 from .conftest import CliLab
@@ -26,10 +28,12 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 @contextmanager
-def dispatch(*args: str) -> Iterator[subprocess.Popen[str]]:
+def dispatch(*args: str, sigint_ignored: bool = False) -> Iterator[subprocess.Popen[str]]:
+    """`dispatch ARGS` as a process; `sigint_ignored`: started with SIGINT ignored, as a background job is."""
     env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1"}
+    ignoring = ["sh", "-c", 'trap "" INT; exec "$@"', "sh"] if sigint_ignored else []
     process = subprocess.Popen(
-        [sys.executable, "-m", "airflow_provider_dispatch.cli", *args],
+        [*ignoring, sys.executable, "-m", "airflow_provider_dispatch.cli", *args],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -113,6 +117,43 @@ def test_list_watch_prints_changed_rows_and_json_documents(cli_lab: CliLab, clus
 
         assert interrupt(table) == 0
         assert interrupt(documents) == 0
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("sigint_ignored", [False, True], ids=["sigint-default", "sigint-ignored"])
+def test_ctrl_c_ends_the_watch_with_exit_0_at_any_moment(
+    cli_lab: CliLab, cluster: Cluster, sigint_ignored: bool
+) -> None:
+    """Right after the first line, after the first answer, and while a re-read waits on the server: exit 0 at
+    once, nothing on standard error. The held read is never answered before the command has exited."""
+    cluster.held_after_execution("ft-i", runtime=cluster.runtime(), admission=1)
+    ns = cluster.namespace
+    ref = f"{ns}/ft-i"
+    args = ("status", ref, "-w", "--kubeconfig", str(cli_lab.kubeconfig))
+
+    def ends_cleanly(process: subprocess.Popen[str]) -> None:
+        assert interrupt(process) == 0
+        assert process.stderr is not None
+        assert process.stderr.read() == ""
+
+    with dispatch(*args, sigint_ignored=sigint_ignored) as process:
+        assert process.stdout is not None
+        assert process.stdout.readline()
+        ends_cleanly(process)
+
+    with dispatch(*args, sigint_ignored=sigint_ignored) as process:
+        read_until(process, "Cause:   held")
+        ends_cleanly(process)
+
+    def trainjob_read(request: web.Request) -> bool:
+        return request.method == "GET" and request.path.endswith(f"/namespaces/{ns}/trainjobs/ft-i")
+
+    with dispatch(*args, sigint_ignored=sigint_ignored) as process:
+        read_until(process, "Cause:   held")
+        with cli_lab.holding(trainjob_read) as arrived:
+            cluster.node("n-i")  # an event the Node stream passes on: the command reads again
+            assert arrived.wait(60), "the command never read the TrainJob again"
+            ends_cleanly(process)
 
 
 def next_document(process: subprocess.Popen[str]) -> dict[str, Any]:
