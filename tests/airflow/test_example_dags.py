@@ -7,6 +7,9 @@ before it runs the DAG. What a test checks comes from three places: the DAG run 
 task logs (`capfd`: `dag.test()` writes them to stdout), and the lab's own truth, which no task can influence
 (the overlap recorder: no two executions ran at once; the admission ledger: which admissions happened).
 
+The restart operator under Kueue runs the test DAG `dispatch_restart` (tests/airflow/dags), whose manifest the
+test builds with a queue label, against this same cluster.
+
 `kubernetes_default` points at this module's lab as its `writer` identity for the length of each test, and
 `lab_admin` at its admin (the drill's chaos steps patch Nodes). Each test works in a namespace of its own with a
 runtime of its own (its workload annotations say how its pods behave: `lab/controllers/workload.py`).
@@ -597,4 +600,73 @@ def test_the_restart_operator_survives_a_node_frozen_in_a_failing_submission(
     one_after_another(cluster_lab, namespace, ["job-1", "job-2"])
     assert node in {r.node for r in cluster_lab.scenario.processes(namespace, "job-1")}
     assert node not in {r.node for r in cluster_lab.scenario.processes(namespace, "job-2")}
+    assert [cluster_lab.admissions(namespace, n) for n in ("job-1", "job-2")] == [["1"], ["1"]]
+
+
+# --- the restart operator under Kueue ---------------------------------------------------------------------------
+
+
+def queued_chain_manifest(namespace: str, runtime: str, queue: str) -> Obj:
+    """The chain's TrainJob in a LocalQueue: Kueue's to admit; no submission label (the operator numbers them)."""
+    body = manifests.trainjob("job", runtime=runtime, num_nodes=2, queue=queue)
+    body["metadata"]["namespace"] = namespace
+    del body["metadata"]["labels"]["dispatch.phpboyscout.uk/submission"]
+    return body
+
+
+def test_the_restart_operator_restarts_under_kueue_through_the_admission_check(
+    cluster_lab: ClusterLab,
+    test_dags: dict[str, Any],
+    namespace: str,
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    """In Kueue mode the open admits nothing (admission 0): Kueue admits each submission once dispatch's admission
+    check is Ready (A=1 on that TrainJob). Submission 1 fails, is held and drained; submission 2 is admitted by
+    Kueue the same way and completes. The history names the execution each submission ran, not the 0 of the
+    open."""
+    check = f"drained-{uuid.uuid4().hex[:6]}"
+    setup = cluster_lab.kueue.create_queues(
+        namespace,
+        cluster_queue=f"cq-{namespace}",
+        local_queue="user-queue",
+        admission_checks=(check,),
+        activate_checks=False,  # dispatch's admission check controller makes it Active
+    )
+    runtime = make_runtime(cluster_lab, annotations={RUN_SECONDS: "20", EXIT_CODE_BY_SUBMISSION: "1=3"}, finite=True)
+    manifest = queued_chain_manifest(namespace, runtime, setup.local_queue)
+    dag_run = test_dags["dispatch_restart"].test(run_conf={"manifest": manifest, "max_restarts": 2})
+    result = DagRunResult("dispatch_restart", dag_run.run_id, str(dag_run.state))
+    out = capfd.readouterr().out
+    assert result.state == "success", out[-4000:]
+    assert result.try_number("train") == 1
+    assert result.xcom("train") == {
+        "outcome": "Complete",
+        "trainjob": f"{namespace}/job-2",
+        "submission": 2,
+        "restarts": 1,
+        "execution": {"job_id": "job", "submission": "2", "admission": 1},
+    }
+    chain = result.xcom("train", "restarts")
+    assert (chain["stage"], chain["max_restarts"]) == ("succeeded", 2)
+    history = chain["history"]
+    assert [(h["submission"], h["trainjob"], h["admission"], h["outcome"]) for h in history] == [
+        (1, f"{namespace}/job-1", 1, "Failed"),
+        (2, f"{namespace}/job-2", 1, "Complete"),
+    ]
+    assert history[0]["drained"] == "drained"
+    before, after = history
+    assert before["opened_at"] <= before["finished_at"] <= before["drained_at"] <= after["opened_at"]
+    # unpinned (Kueue admits, the open saw admission 0): whatever execution the submission's TrainJob runs
+    assert f"submission 1: waiting for TrainJob {namespace}/job-1 to finish its current execution" in out
+    assert f"submission 2: TrainJob {namespace}/job-2 execution 1 finished: Complete" in out
+
+    # Kueue admitted each submission through dispatch's admission check, once
+    for name in ("job-1", "job-2"):
+        workload = cluster_lab.kueue.workload_for(namespace, name)
+        assert workload is not None, name
+        assert cluster_lab.kueue.check_states(namespace, workload["metadata"]["name"]) == {check: "Ready"}
+    # the lab's truth: one execution at a time within each TrainJob and across the chain, no third submission
+    assert trainjobs_in(cluster_lab, namespace) == ["job-1", "job-2"]
+    assert [cluster_lab.scenario.overlaps(namespace, n) for n in ("job-1", "job-2")] == [[], []]
+    one_after_another(cluster_lab, namespace, ["job-1", "job-2"])
     assert [cluster_lab.admissions(namespace, n) for n in ("job-1", "job-2")] == [["1"], ["1"]]
