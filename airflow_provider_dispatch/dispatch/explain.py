@@ -349,18 +349,25 @@ def remaining_detail(pods: Sequence[RemainingPod], *, now: datetime | None = Non
 def pods_remain_message(
     ref: str, pods: Sequence[RemainingPod], *, now: datetime | None = None, limit: int = WAIT_REASON_LIMIT
 ) -> str:
-    """The PodsRemainError message (DESIGN §5; the seed's ErrPodsRemain), one line of at most `limit` characters:
-    the release operator's wait reason."""
+    """The PodsRemainError message (DESIGN §5; the seed's ErrPodsRemain), at most `limit` characters: what the
+    release operator shows while it waits and raises with `on_pods_remaining="retry"`, and what `dispatch
+    release` prints.
+
+    Headline first, as the sensors' wait reasons: the first line is short and complete (`headline`: the pods on
+    the most urgent node, that node, its state and the one-line remedy); the second says what it means (nothing
+    admitted, the hold stays); the drain report's detail follows on its own lines (`remaining_detail`: the first
+    pods by name, the census of every node state when pods are left out, what would unblock each node). The same
+    explanation as the drain check's report, so the operator and the sensor say the same thing."""
     count = f"{len(pods):,} pod" if len(pods) == 1 else f"{len(pods):,} pods"
-    ordered = by_name(pods)
-    line, shown = _remaining_line(ordered, FIRST_LINE_ROOM)
-    whole = f" {census(ordered).line}." if shown < len(ordered) else ""
+    first = headline(pods) or f"{count} of the previous execution remain"
     head = (
-        f"TrainJob {ref} is not admitted: {count} of the previous execution "
-        f"{'remains' if len(pods) == 1 else 'remain'}, so the previous execution may still run. "
-        f"{line}.{whole} The hold stays in force. What would unblock it: "
+        f"TrainJob {ref} is not admitted: {first}\n"
+        f"{count} of the previous execution {'remains' if len(pods) == 1 else 'remain'}, so the previous "
+        "execution may still run. The hold stays in force."
     )
-    return head + _hints_within(ordered, now, limit - len(head), " ")
+    if not pods:
+        return head
+    return head + "\n" + remaining_detail(pods, now=now, limit=limit - len(head) - 1)
 
 
 def accepted_risks_line(risks: Sequence[str]) -> str:

@@ -404,7 +404,7 @@ class AdmittingOperator(TrainJobOperator):
             self.log.info("Waiting: %s", reason)
             self._shown_reason = reason
         else:
-            self.log.info("Still waiting for the pods of TrainJob %s to go", self.target()[0])
+            self.log.info("Still waiting: %s", reason.splitlines()[0])
 
     def _timeout_message(self, reason: str) -> str:
         return f"Gave up waiting after wait_timeout={self.wait_timeout:.0f}s; nothing was admitted. {reason}"
