@@ -7,8 +7,9 @@ before it runs the DAG. What a test checks comes from three places: the DAG run 
 task logs (`capfd`: `dag.test()` writes them to stdout), and the lab's own truth, which no task can influence
 (the overlap recorder: no two executions ran at once; the admission ledger: which admissions happened).
 
-The restart operator under Kueue runs the test DAG `dispatch_restart` (tests/airflow/dags), whose manifest the
-test builds with a queue label, against this same cluster.
+The restart operator under Kueue, and with a node going not Ready while it waits for an outcome, runs the test
+DAG `dispatch_restart` (tests/airflow/dags), whose manifest the test builds (a queue label, a runtime whose
+processes exit when the test says), against this same cluster.
 
 `kubernetes_default` points at this module's lab as its `writer` identity for the length of each test, and
 `lab_admin` at its admin (the drill's chaos steps patch Nodes). Each test works in a namespace of its own with a
@@ -35,7 +36,7 @@ from typing import Any
 import kubernetes
 import pytest
 from aiohttp import web
-from airflow_lab import WAIT_BOUND, Actor, DagRunResult, Probe, find_wait_reasons
+from airflow_lab import WAIT_BOUND, Actor, DagRunResult, Probe, find_wait_reasons, node_reads
 
 from airflow_provider_dispatch.dispatch.errors import ConflictError, SuspensionNotObservedError
 from airflow_provider_dispatch.dispatch.sync_adapter import DispatchAdapter
@@ -47,6 +48,7 @@ from airflow_provider_dispatch.lab.controllers.kubelet_runs import STATE_ANNOTAT
 from airflow_provider_dispatch.lab.controllers.kueue.scenario import SyncKueueScenario
 from airflow_provider_dispatch.lab.controllers.workload import (
     EXIT_CODE_BY_SUBMISSION,
+    EXIT_NOW,
     RUN_SECONDS,
     TERMINATION_SECONDS,
 )
@@ -667,6 +669,94 @@ def test_the_restart_operator_restarts_under_kueue_through_the_admission_check(
         assert cluster_lab.kueue.check_states(namespace, workload["metadata"]["name"]) == {check: "Ready"}
     # the lab's truth: one execution at a time within each TrainJob and across the chain, no third submission
     assert trainjobs_in(cluster_lab, namespace) == ["job-1", "job-2"]
+    assert [cluster_lab.scenario.overlaps(namespace, n) for n in ("job-1", "job-2")] == [[], []]
+    one_after_another(cluster_lab, namespace, ["job-1", "job-2"])
+    assert [cluster_lab.admissions(namespace, n) for n in ("job-1", "job-2")] == [["1"], ["1"]]
+
+
+# --- the restart operator: progress while it waits for an outcome -------------------------------------------------
+
+
+def exit_now(cluster_lab: ClusterLab, namespace: str, pods: list[str], code: int) -> None:
+    """The lab's control: the pods' processes exit now with `code` (what a training does when it ends)."""
+    core = kubernetes.client.CoreV1Api(cluster_lab.api)
+    for pod in pods:
+        core.patch_namespaced_pod(pod, namespace, {"metadata": {"annotations": {EXIT_NOW: str(code)}}})
+
+
+def pods_of(cluster_lab: ClusterLab, namespace: str, trainjob: str) -> list[tuple[str, str]]:
+    """(pod, node) of the TrainJob's pods, by name."""
+    core = kubernetes.client.CoreV1Api(cluster_lab.api)
+    found = core.list_namespaced_pod(namespace, label_selector=f"{LABEL_JOBSET_NAME}={trainjob}").items
+    return sorted((p.metadata.name, p.spec.node_name) for p in found)
+
+
+def test_the_restart_operator_shows_progress_in_the_outcome_wait_and_defers_again(
+    cluster_lab: ClusterLab, test_dags: dict[str, Any], namespace: str, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """While the chain waits (deferred) for submission 1's outcome, the node of one of its running pods goes not
+    Ready: the outcome trigger yields `progress`, the task shows the new wait reason (pod, node, node state and
+    remedy on its first line; in the log, the rendered field and the XCom while deferred) and defers again. The
+    node recovers, submission 1 fails, submission 2 completes: the chain ends as it would have."""
+    scenario, probe = cluster_lab.scenario, cluster_lab.probe
+    runtime = make_runtime(cluster_lab, finite=True)  # the processes run until the test says they exit
+    body = manifests.trainjob("job", runtime=runtime, num_nodes=2)
+    body["metadata"]["namespace"] = namespace
+    del body["metadata"]["labels"]["dispatch.phpboyscout.uk/submission"]
+    mark = probe.mark()
+    seen: dict[str, Any] = {}
+
+    def story() -> None:
+        wait_pods_running(cluster_lab, namespace, "job-1", admission="1", count=2)
+        (pod, node), _ = pods_of(cluster_lab, namespace, "job-1")
+        seen.update(pod=pod, node=node)
+        # the outcome trigger has checked with the pod on its node: the task waits deferred
+        probe.wait_for(lambda requests: node_reads(requests, node, by_trigger=True) >= 1, mark)
+        scenario.set_not_ready(node)
+        changed = probe.mark()
+        # the trigger's check that sees the node not Ready (progress), then the next deferral's trigger checks
+        probe.wait_for(lambda requests: node_reads(requests, node, by_trigger=True) >= 2, changed)
+        seen["deferred"] = find_wait_reasons("dispatch_restart", "train", f"{namespace}/job-1")
+        scenario.recover(node)
+        exit_now(cluster_lab, namespace, [pod], 3)  # submission 1 fails
+        wait_pods_running(cluster_lab, namespace, "job-2", admission="1", count=2)
+        exit_now(cluster_lab, namespace, [p for p, _ in pods_of(cluster_lab, namespace, "job-2")], 0)
+
+    actor = Actor(story).start()
+    dag_run = test_dags["dispatch_restart"].test(run_conf={"manifest": body, "max_restarts": 1})
+    actor.join()
+    result = DagRunResult("dispatch_restart", dag_run.run_id, str(dag_run.state))
+    out = capfd.readouterr().out
+    assert result.state == "success", out[-4000:]
+    assert result.try_number("train") == 1
+    assert result.xcom("train") == {
+        "outcome": "Complete",
+        "trainjob": f"{namespace}/job-2",
+        "submission": 2,
+        "restarts": 1,
+        "execution": {"job_id": "job", "submission": "2", "admission": 1},
+    }
+    history = result.xcom("train", "restarts")["history"]
+    assert [(h["submission"], h["admission"], h["outcome"]) for h in history] == [(1, 1, "Failed"), (2, 1, "Complete")]
+
+    # the reason the progress event brought, shown while the task was deferred again
+    pod, node = seen["pod"], seen["node"]
+    head = f"submission 1: waiting for TrainJob {namespace}/job-1 to finish execution 1 (it runs execution 1): "
+    first_line = (
+        f"{head}pod {pod} on {node} (Ready=False): confirm {node} is powered off, then run "
+        f"`kubectl taint node {node} node.kubernetes.io/out-of-service=nodeshutdown:NoExecute`"
+    )
+    for reason in (seen["deferred"]["rendered"], seen["deferred"]["xcom"]):
+        assert reason.splitlines()[0] == first_line
+    # in the log: a reason before the node changed, the new one, then the outcome; the reason did change
+    before = out.index(head)
+    changed = out.index(first_line + "\n")
+    finished = out.index(f"submission 1: TrainJob {namespace}/job-1 execution 1 finished: Failed")
+    assert before < changed < finished
+    assert "(Ready=False)" not in out[before : out.index("\n", before)]
+    assert out.index(f"submission 2: TrainJob {namespace}/job-2 execution 1 finished: Complete") > finished
+
+    # the lab's truth: one execution at a time
     assert [cluster_lab.scenario.overlaps(namespace, n) for n in ("job-1", "job-2")] == [[], []]
     one_after_another(cluster_lab, namespace, ["job-1", "job-2"])
     assert [cluster_lab.admissions(namespace, n) for n in ("job-1", "job-2")] == [["1"], ["1"]]
