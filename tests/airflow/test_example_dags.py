@@ -482,6 +482,36 @@ def one_after_another(cluster_lab: ClusterLab, namespace: str, names: list[str])
         assert max(r.stop or float("inf") for r in runs[before]) <= min(r.start for r in runs[after])
 
 
+def chain_completed(result: DagRunResult, out: str, namespace: str, submissions: int, max_restarts: int) -> list[Obj]:
+    """Check that the chain of job id `job` succeeded on its first try with submission `submissions`, each earlier
+    one Failed and drained before the next was opened, each run as execution 1 of its TrainJob; its history."""
+    assert result.state == "success", out[-4000:]
+    assert result.try_number("train") == 1
+    assert result.xcom("train") == {
+        "outcome": "Complete",
+        "trainjob": f"{namespace}/job-{submissions}",
+        "submission": submissions,
+        "restarts": submissions - 1,
+        "execution": {"job_id": "job", "submission": str(submissions), "admission": 1},
+    }
+    chain = result.xcom("train", "restarts")
+    assert (chain["stage"], chain["max_restarts"]) == ("succeeded", max_restarts)
+    history: list[Obj] = chain["history"]
+    outcomes = ["Failed"] * (submissions - 1) + ["Complete"]
+    assert [(h["submission"], h["trainjob"], h["admission"], h["outcome"]) for h in history] == [
+        (k, f"{namespace}/job-{k}", 1, outcome) for k, outcome in enumerate(outcomes, start=1)
+    ]
+    for before, after in itertools.pairwise(history):
+        assert before["opened_at"] <= before["finished_at"] <= before["drained_at"] <= after["opened_at"]
+    return history
+
+
+def run_restart(test_dags: dict[str, Any], manifest: Obj, max_restarts: int) -> DagRunResult:
+    """One `dag.test()` of the test DAG `dispatch_restart` on `manifest`."""
+    dag_run = test_dags["dispatch_restart"].test(run_conf={"manifest": manifest, "max_restarts": max_restarts})
+    return DagRunResult("dispatch_restart", dag_run.run_id, str(dag_run.state))
+
+
 def test_the_restart_operator_restarts_failed_submissions_until_one_completes(
     cluster_lab: ClusterLab, example_dags: dict[str, Any], namespace: str, capfd: pytest.CaptureFixture[str]
 ) -> None:
@@ -490,26 +520,8 @@ def test_the_restart_operator_restarts_failed_submissions_until_one_completes(
     )
     result = run(example_dags, "restart_operator", namespace=namespace, name="job", runtime=runtime, max_restarts=3)
     out = capfd.readouterr().out
-    assert result.state == "success", out[-4000:]
-    assert result.try_number("train") == 1
-    assert result.xcom("train") == {
-        "outcome": "Complete",
-        "trainjob": f"{namespace}/job-3",
-        "submission": 3,
-        "restarts": 2,
-        "execution": {"job_id": "job", "submission": "3", "admission": 1},
-    }
-    chain = result.xcom("train", "restarts")
-    assert (chain["stage"], chain["max_restarts"]) == ("succeeded", 3)
-    history = chain["history"]
-    assert [(h["submission"], h["trainjob"], h["admission"], h["outcome"]) for h in history] == [
-        (1, f"{namespace}/job-1", 1, "Failed"),
-        (2, f"{namespace}/job-2", 1, "Failed"),
-        (3, f"{namespace}/job-3", 1, "Complete"),
-    ]
+    history = chain_completed(result, out, namespace, submissions=3, max_restarts=3)
     assert [h["drained"] for h in history] == ["drained", "drained", None]
-    for before, after in itertools.pairwise(history):
-        assert before["opened_at"] <= before["finished_at"] <= before["drained_at"] <= after["opened_at"]
     assert result.xcom("report") == {"submissions": 3, "outcomes": ["Failed", "Failed", "Complete"]}
     # the wait reason at each stage, as the task logged it
     assert f"submission 1: waiting for TrainJob {namespace}/job-1 to finish execution 1" in out
@@ -608,8 +620,9 @@ def test_the_restart_operator_survives_a_node_frozen_in_a_failing_submission(
 # --- the restart operator under Kueue ---------------------------------------------------------------------------
 
 
-def queued_chain_manifest(namespace: str, runtime: str, queue: str) -> Obj:
-    """The chain's TrainJob in a LocalQueue: Kueue's to admit; no submission label (the operator numbers them)."""
+def chain_manifest(namespace: str, runtime: str, *, queue: str | None = None) -> Obj:
+    """The chain's TrainJob `job` (two pods), in a LocalQueue when `queue` is given (then Kueue's to admit); no
+    submission label (the operator numbers the submissions)."""
     body = manifests.trainjob("job", runtime=runtime, num_nodes=2, queue=queue)
     body["metadata"]["namespace"] = namespace
     del body["metadata"]["labels"]["dispatch.phpboyscout.uk/submission"]
@@ -635,29 +648,11 @@ def test_the_restart_operator_restarts_under_kueue_through_the_admission_check(
         activate_checks=False,  # dispatch's admission check controller makes it Active
     )
     runtime = make_runtime(cluster_lab, annotations={RUN_SECONDS: "20", EXIT_CODE_BY_SUBMISSION: "1=3"}, finite=True)
-    manifest = queued_chain_manifest(namespace, runtime, setup.local_queue)
-    dag_run = test_dags["dispatch_restart"].test(run_conf={"manifest": manifest, "max_restarts": 2})
-    result = DagRunResult("dispatch_restart", dag_run.run_id, str(dag_run.state))
+    result = run_restart(test_dags, chain_manifest(namespace, runtime, queue=setup.local_queue), max_restarts=2)
     out = capfd.readouterr().out
-    assert result.state == "success", out[-4000:]
-    assert result.try_number("train") == 1
-    assert result.xcom("train") == {
-        "outcome": "Complete",
-        "trainjob": f"{namespace}/job-2",
-        "submission": 2,
-        "restarts": 1,
-        "execution": {"job_id": "job", "submission": "2", "admission": 1},
-    }
-    chain = result.xcom("train", "restarts")
-    assert (chain["stage"], chain["max_restarts"]) == ("succeeded", 2)
-    history = chain["history"]
-    assert [(h["submission"], h["trainjob"], h["admission"], h["outcome"]) for h in history] == [
-        (1, f"{namespace}/job-1", 1, "Failed"),
-        (2, f"{namespace}/job-2", 1, "Complete"),
-    ]
+    # admission 1 in the history and the XCom: the execution Kueue ran, not the 0 the open saw
+    history = chain_completed(result, out, namespace, submissions=2, max_restarts=2)
     assert history[0]["drained"] == "drained"
-    before, after = history
-    assert before["opened_at"] <= before["finished_at"] <= before["drained_at"] <= after["opened_at"]
     # unpinned (Kueue admits, the open saw admission 0): whatever execution the submission's TrainJob runs
     assert f"submission 1: waiting for TrainJob {namespace}/job-1 to finish its current execution" in out
     assert f"submission 2: TrainJob {namespace}/job-2 execution 1 finished: Complete" in out
@@ -700,9 +695,6 @@ def test_the_restart_operator_shows_progress_in_the_outcome_wait_and_defers_agai
     node recovers, submission 1 fails, submission 2 completes: the chain ends as it would have."""
     scenario, probe = cluster_lab.scenario, cluster_lab.probe
     runtime = make_runtime(cluster_lab, finite=True)  # the processes run until the test says they exit
-    body = manifests.trainjob("job", runtime=runtime, num_nodes=2)
-    body["metadata"]["namespace"] = namespace
-    del body["metadata"]["labels"]["dispatch.phpboyscout.uk/submission"]
     mark = probe.mark()
     seen: dict[str, Any] = {}
 
@@ -723,21 +715,10 @@ def test_the_restart_operator_shows_progress_in_the_outcome_wait_and_defers_agai
         exit_now(cluster_lab, namespace, [p for p, _ in pods_of(cluster_lab, namespace, "job-2")], 0)
 
     actor = Actor(story).start()
-    dag_run = test_dags["dispatch_restart"].test(run_conf={"manifest": body, "max_restarts": 1})
+    result = run_restart(test_dags, chain_manifest(namespace, runtime), max_restarts=1)
     actor.join()
-    result = DagRunResult("dispatch_restart", dag_run.run_id, str(dag_run.state))
     out = capfd.readouterr().out
-    assert result.state == "success", out[-4000:]
-    assert result.try_number("train") == 1
-    assert result.xcom("train") == {
-        "outcome": "Complete",
-        "trainjob": f"{namespace}/job-2",
-        "submission": 2,
-        "restarts": 1,
-        "execution": {"job_id": "job", "submission": "2", "admission": 1},
-    }
-    history = result.xcom("train", "restarts")["history"]
-    assert [(h["submission"], h["admission"], h["outcome"]) for h in history] == [(1, 1, "Failed"), (2, 1, "Complete")]
+    chain_completed(result, out, namespace, submissions=2, max_restarts=1)
 
     # the reason the progress event brought, shown while the task was deferred again
     pod, node = seen["pod"], seen["node"]
