@@ -657,11 +657,15 @@ def test_the_restart_operator_restarts_under_kueue_through_the_admission_check(
     assert f"submission 1: waiting for TrainJob {namespace}/job-1 to finish its current execution" in out
     assert f"submission 2: TrainJob {namespace}/job-2 execution 1 finished: Complete" in out
 
-    # Kueue admitted each submission through dispatch's admission check, once
-    for name in ("job-1", "job-2"):
-        workload = cluster_lab.kueue.workload_for(namespace, name)
+    assert f"Submission 1 failed: held TrainJob {namespace}/job-1" in out
+
+    # Kueue admitted each submission through dispatch's admission check, once; the failed one is held the Kueue
+    # way (its Workload deactivated), the completed one is not
+    workloads = {name: cluster_lab.kueue.workload_for(namespace, name) for name in ("job-1", "job-2")}
+    for name, workload in workloads.items():
         assert workload is not None, name
         assert cluster_lab.kueue.check_states(namespace, workload["metadata"]["name"]) == {check: "Ready"}
+    assert [(w or {})["spec"].get("active") for w in workloads.values()] == [False, True]
     # the lab's truth: one execution at a time within each TrainJob and across the chain, no third submission
     assert trainjobs_in(cluster_lab, namespace) == ["job-1", "job-2"]
     assert [cluster_lab.scenario.overlaps(namespace, n) for n in ("job-1", "job-2")] == [[], []]
