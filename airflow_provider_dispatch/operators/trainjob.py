@@ -333,7 +333,14 @@ class AdmittingOperator(TrainJobOperator):
                 continue
             except DispatchError as error:
                 raise airflow_exception(error) from error
-            self.log.info("TrainJob %s runs execution %s", self.target()[0], execution.admission)
+            if execution.admission:
+                self.log.info("TrainJob %s runs execution %s", self.target()[0], execution.admission)
+            else:  # Kueue mode: release (and open) only made the Workload active
+                self.log.info(
+                    "TrainJob %s has no admitted execution yet (admission 0): in Kueue mode, Kueue admits it once "
+                    "dispatch's admission check is Ready",
+                    self.target()[0],
+                )
             return execution.as_dict()
 
     def _admit_once(self, context: Context, adapter: DispatchAdapter) -> Execution:

@@ -656,8 +656,10 @@ def test_the_restart_operator_restarts_under_kueue_through_the_admission_check(
     # unpinned (Kueue admits, the open saw admission 0): whatever execution the submission's TrainJob runs
     assert f"submission 1: waiting for TrainJob {namespace}/job-1 to finish its current execution" in out
     assert f"submission 2: TrainJob {namespace}/job-2 execution 1 finished: Complete" in out
-
     assert f"Submission 1 failed: held TrainJob {namespace}/job-1" in out
+    # what the open said of a submission Kueue had not admitted yet; nothing claimed an execution 0 ran
+    assert f"TrainJob {namespace}/job-2 has no admitted execution yet (admission 0): in Kueue mode, Kueue" in out
+    assert "runs execution 0" not in out
 
     # Kueue admitted each submission through dispatch's admission check, once; the failed one is held the Kueue
     # way (its Workload deactivated), the completed one is not
