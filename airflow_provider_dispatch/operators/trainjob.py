@@ -83,6 +83,7 @@ from airflow_provider_dispatch.dispatch.errors import (
     SuspensionNotObservedError,
 )
 from airflow_provider_dispatch.dispatch.evidence import DEFAULT_SETTLE_SECONDS
+from airflow_provider_dispatch.dispatch.explain import not_admitted_head
 from airflow_provider_dispatch.dispatch.payloads import remaining_fingerprint
 from airflow_provider_dispatch.dispatch.policy import validate_accepted_risks
 from airflow_provider_dispatch.dispatch.sync_adapter import DispatchAdapter
@@ -446,11 +447,16 @@ class AdmittingOperator(TrainJobOperator):
             raise exception_for_event(event)
         found = event.get("report")
         report: Mapping[str, Any] = found if isinstance(found, Mapping) else {}
-        detail = str(report.get("detail", ""))
-        if status == "timeout":
-            raise AirflowException(self._timeout_message(f"TrainJob {self.target()[0]}: {detail}"))
-        if status == "progress":
-            self._show_reason(f"TrainJob {self.target()[0]}: {detail}")
+        if status in ("timeout", "progress"):
+            # the PodsRemainError message's first lines (the same explanation), then the report's detail
+            count = report.get("remaining_count")
+            head = not_admitted_head(
+                str(self.target()[0]), str(report.get("headline") or ""), count if isinstance(count, int) else 0
+            )
+            reason = f"{head}\n{report.get('detail', '')}"
+            if status == "timeout":
+                raise AirflowException(self._timeout_message(reason))
+            self._show_reason(reason)
             self._defer(context, report.get("fingerprint"))
         if status not in ("drained", "running", "ceased"):
             raise AirflowException(f"PodsDrainedTrigger sent an event this operator does not know: {status!r}")
