@@ -346,21 +346,35 @@ def remaining_detail(pods: Sequence[RemainingPod], *, now: datetime | None = Non
     return head + "\n" + _hints_within(ordered, now, limit - len(head) - 1, "\n")
 
 
+def not_admitted_head(ref: str, first: str, count: int) -> str:
+    """The first two lines of the release's wait reason while pods remain: `first` (the report's `headline`: the
+    pods on the most urgent node, that node, its state and the one-line remedy) after what it blocks, then what
+    it means. The `PodsRemainError` message and the release operator's reason on a trigger's event both start so."""
+    pods = f"{count:,} pod" if count == 1 else f"{count:,} pods"
+    remain = "remains" if count == 1 else "remain"
+    return (
+        f"TrainJob {ref} is not admitted: {first or f'{pods} of the previous execution {remain}'}\n"
+        f"{pods} of the previous execution {remain}, so the previous execution may still run. The hold stays in "
+        "force."
+    )
+
+
 def pods_remain_message(
     ref: str, pods: Sequence[RemainingPod], *, now: datetime | None = None, limit: int = WAIT_REASON_LIMIT
 ) -> str:
-    """The PodsRemainError message (DESIGN §5; the seed's ErrPodsRemain), one line of at most `limit` characters:
-    the release operator's wait reason."""
-    count = f"{len(pods):,} pod" if len(pods) == 1 else f"{len(pods):,} pods"
-    ordered = by_name(pods)
-    line, shown = _remaining_line(ordered, FIRST_LINE_ROOM)
-    whole = f" {census(ordered).line}." if shown < len(ordered) else ""
-    head = (
-        f"TrainJob {ref} is not admitted: {count} of the previous execution "
-        f"{'remains' if len(pods) == 1 else 'remain'}, so the previous execution may still run. "
-        f"{line}.{whole} The hold stays in force. What would unblock it: "
-    )
-    return head + _hints_within(ordered, now, limit - len(head), " ")
+    """The PodsRemainError message (DESIGN §5; the seed's ErrPodsRemain), at most `limit` characters: what the
+    release operator shows while it waits and raises with `on_pods_remaining="retry"`, and what `dispatch
+    release` prints.
+
+    Headline first, as the sensors' wait reasons (`not_admitted_head` with `headline`: the pods on the most
+    urgent node, that node, its state and the one-line remedy); the drain report's detail follows on its own
+    lines (`remaining_detail`: the first pods by name, the census of every node state when pods are left out,
+    what would unblock each node). The same explanation as the drain check's report, so the operator and the
+    sensor say the same thing."""
+    head = not_admitted_head(ref, headline(pods), len(pods))
+    if not pods:
+        return head
+    return head + "\n" + remaining_detail(pods, now=now, limit=limit - len(head) - 1)
 
 
 def accepted_risks_line(risks: Sequence[str]) -> str:

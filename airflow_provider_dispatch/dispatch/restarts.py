@@ -137,12 +137,15 @@ class Opened:
 
 @dataclass(frozen=True)
 class Finished:
-    """The awaited execution finished: `outcome` is `Complete` or `Failed`, with its condition's reason."""
+    """The awaited execution finished: `outcome` is `Complete` or `Failed`, with its condition's reason, and
+    `admission` the execution that finished (None: not known). A submission opened as execution A > 0 takes
+    only A's outcome; one opened as 0 (Kueue mode: Kueue admits later) records the execution Kueue ran."""
 
     outcome: str
     reason: str
     message: str
     at: float
+    admission: int | None = None
 
 
 @dataclass(frozen=True)
@@ -200,6 +203,7 @@ def advance(state: RestartState, event: Event) -> RestartState:
             raise TransitionError(f"a TrainJob finishes Complete or Failed, not {event.outcome!r}")
         finished = replace(
             current,
+            admission=_finished_admission(current, event.admission),
             outcome=event.outcome,
             reason=_bounded(event.reason),
             message=_bounded(event.message),
@@ -217,6 +221,22 @@ def advance(state: RestartState, event: Event) -> RestartState:
     drained = replace(current, drained=event.outcome, drained_at=event.at)
     following = Submission(current.submission + 1)
     return RestartState(state.max_restarts, Stage.OPEN, event.at, (*state.history[:-1], drained, following))
+
+
+def _finished_admission(current: Submission, finished: int | None) -> int | None:
+    """The execution a submission's outcome belongs to: the one it was opened as (A > 0, the outcome pinned to
+    it), or, opened as 0 (Kueue admits), the one that finished. Another execution's outcome is a
+    `TransitionError`: the chain never records an outcome that is not its submission's execution's."""
+    if finished is None:
+        return current.admission
+    if finished < 0:
+        raise TransitionError(f"an admission number is never negative: {finished}")
+    if current.admission and finished != current.admission:
+        raise TransitionError(
+            f"submission {current.submission} was opened as execution {current.admission}; the outcome of "
+            f"execution {finished} is not its"
+        )
+    return finished
 
 
 def _bounded(text: str) -> str:

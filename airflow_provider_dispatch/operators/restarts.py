@@ -14,7 +14,9 @@ What to do next is decided by the pure state machine `dispatch.restarts`; this m
 * `open`: `TrainJobOpenOperator.attempt` on the submission's manifest (waiting for a namesake's pods or a
   settling hold deferred, as the open operator does);
 * `outcome`: one read (`hooks.checks.outcome_check`), then a deferral to `TrainJobOutcomeTrigger` pinned to the
-  opened admission number, for at most `training_timeout` per submission;
+  opened admission number (unpinned in Kueue mode, where the open saw 0: the outcome of whatever execution
+  Kueue runs of this submission's TrainJob, recorded as the execution that finished), for at most
+  `training_timeout` per submission;
 * `hold`: the adapter's hold of the failed submission;
 * `drain`: one drain check (`hooks.checks.drain_check`), then a deferral to `PodsDrainedTrigger` (ceased
   accepted: the next submission is another TrainJob, so the pod objects of this one need not be gone, only
@@ -331,7 +333,8 @@ class TrainJobRestartOperator(ShowsWaitReason, TrainJobOpenOperator):
         prefix = f"submission {self.state.submission}: "
         self.show_wait_reason(context, prefix + reason, prefix + short)
         if finished:
-            self.move(restarts.Finished(str(check.outcome), check.reason, check.message, time.time()))
+            admission = check.execution.admission
+            self.move(restarts.Finished(str(check.outcome), check.reason, check.message, time.time(), admission))
         return finished
 
     def outcome_complete(

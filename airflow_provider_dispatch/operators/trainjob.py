@@ -84,6 +84,7 @@ from airflow_provider_dispatch.dispatch.errors import (
     SuspensionNotObservedError,
 )
 from airflow_provider_dispatch.dispatch.evidence import DEFAULT_SETTLE_SECONDS
+from airflow_provider_dispatch.dispatch.explain import not_admitted_head
 from airflow_provider_dispatch.dispatch.payloads import remaining_fingerprint
 from airflow_provider_dispatch.dispatch.policy import validate_accepted_risks
 from airflow_provider_dispatch.dispatch.sync_adapter import DispatchAdapter
@@ -334,7 +335,14 @@ class AdmittingOperator(TrainJobOperator):
                 continue
             except DispatchError as error:
                 raise airflow_exception(error) from error
-            self.log.info("TrainJob %s runs execution %s", self.target()[0], execution.admission)
+            if execution.admission:
+                self.log.info("TrainJob %s runs execution %s", self.target()[0], execution.admission)
+            else:  # Kueue mode: release (and open) only made the Workload active
+                self.log.info(
+                    "TrainJob %s has no admitted execution yet (admission 0): in Kueue mode, Kueue admits it once "
+                    "dispatch's admission check is Ready",
+                    self.target()[0],
+                )
             return execution.as_dict()
 
     def _admit_once(self, context: Context, adapter: DispatchAdapter) -> Execution:
@@ -405,7 +413,7 @@ class AdmittingOperator(TrainJobOperator):
             self.log.info("Waiting: %s", reason)
             self._shown_reason = reason
         else:
-            self.log.info("Still waiting for the pods of TrainJob %s to go", self.target()[0])
+            self.log.info("Still waiting: %s", reason.splitlines()[0])
 
     def _timeout_message(self, reason: str) -> str:
         return f"Gave up waiting after wait_timeout={self.wait_timeout:.0f}s; nothing was admitted. {reason}"
@@ -450,11 +458,16 @@ class AdmittingOperator(TrainJobOperator):
             raise exception_for_event(event)
         found = event.get("report")
         report: Mapping[str, Any] = found if isinstance(found, Mapping) else {}
-        detail = str(report.get("detail", ""))
-        if status == "timeout":
-            raise AirflowException(self._timeout_message(f"TrainJob {self.target()[0]}: {detail}"))
-        if status == "progress":
-            self._show_reason(f"TrainJob {self.target()[0]}: {detail}")
+        if status in ("timeout", "progress"):
+            # the PodsRemainError message's first lines (the same explanation), then the report's detail
+            count = report.get("remaining_count")
+            head = not_admitted_head(
+                str(self.target()[0]), str(report.get("headline") or ""), count if isinstance(count, int) else 0
+            )
+            reason = f"{head}\n{report.get('detail', '')}"
+            if status == "timeout":
+                raise AirflowException(self._timeout_message(reason))
+            self._show_reason(reason)
             self._defer(context, report.get("fingerprint"))
         if status not in ("drained", "running", "ceased"):
             raise AirflowException(f"PodsDrainedTrigger sent an event this operator does not know: {status!r}")

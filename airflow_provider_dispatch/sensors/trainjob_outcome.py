@@ -56,7 +56,9 @@ def outcome_wait_reason(check: OutcomeCheck, admission: int | None) -> tuple[boo
         return True, reason, reason
     awaited = f"execution {admission}" if admission is not None else "its current execution"
     waiting = check.waiting or {}
-    head = f"waiting for TrainJob {check.ref} to finish {awaited} (it runs execution {check.execution.admission})"
+    running = check.execution.admission
+    runs = f"it runs execution {running}" if running else "no execution admitted yet"  # 0: Kueue has not admitted
+    head = f"waiting for TrainJob {check.ref} to finish {awaited} ({runs})"
     detail = str(waiting.get("detail") or "it has neither Complete nor Failed")
     headline = str(waiting.get("headline") or detail.splitlines()[0])
     return False, f"{head}: {detail}", f"still waiting for TrainJob {check.ref} to finish {awaited}: {headline}"

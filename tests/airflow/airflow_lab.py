@@ -126,6 +126,16 @@ class Probe:
                 raise AssertionError(f"the lab never saw what the test waited for; it saw {self.seen[mark:]}")
 
 
+def node_reads(seen: list[Seen], node: str, *, by_trigger: bool) -> int:
+    """How many reads of Node `node` were answered, by a trigger (else by a worker): each check of the drain or
+    outcome trigger reads the nodes of the pods it looks at, so this counts its checks."""
+    return sum(
+        1
+        for s in seen
+        if s.phase == "done" and s.path.endswith(f"/nodes/{node}") and (s.by_trigger if by_trigger else s.by_worker)
+    )
+
+
 @dataclass
 class Hooks:
     """Middlewares and fault injectors for the provider's requests (never the admin's); cleared per test."""

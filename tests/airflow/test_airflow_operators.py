@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 from aiohttp import web
-from airflow_lab import Actor, AirflowLab, Handler, RunDag, Seen
+from airflow_lab import Actor, AirflowLab, Handler, RunDag, Seen, node_reads
 from dispatch_lab.cluster import Cluster
 
 from airflow_provider_dispatch.dispatch import vocabulary as v
@@ -75,14 +75,21 @@ def test_a_refusal_fails_without_retrying_and_writes_nothing(
 def test_retry_mode_raises_the_pods_remain_error_for_the_retries(
     airflow_lab: AirflowLab, cluster: Cluster, run_dag: RunDag, capfd: pytest.CaptureFixture[str]
 ) -> None:
-    node = cluster.node("n1")
+    node = cluster.node("n1", ready="Unknown")
     _, (pod,) = cluster.held_after_execution("ft-7", runtime=cluster.runtime(), admission=2, pods_on=[node])
     mark = airflow_lab.probe.mark()
     result = run_dag("dispatch_release_retry", namespace=cluster.namespace, name="ft-7")
     assert (result.task_state("release"), result.try_number("release")) == ("failed", 3)  # every retry was used
     out = capfd.readouterr().out
-    assert "1 pod of the previous execution remains" in out
-    assert f"remaining pods: {pod} on {node} (Ready=True)" in out
+    # headline first, as the sensors' wait reasons: its first line is the pod, its node, the node's state and the
+    # one-line remedy; the consequence and the details follow on their own lines
+    taint = f"kubectl taint node {node} node.kubernetes.io/out-of-service=nodeshutdown:NoExecute"
+    first = (
+        f"TrainJob {cluster.namespace}/ft-7 is not admitted: pod {pod} on {node} (Ready=Unknown): confirm {node} "
+        f"is powered off, then run `{taint}`"
+    )
+    assert f"{first}\n1 pod of the previous execution remains" in out, out[-3000:]
+    assert f"\nremaining pods: {pod} on {node} (Ready=Unknown)\n" in out
     assert admission_of(cluster) == "2"
     assert [s for s in airflow_lab.probe.since(mark) if s.writes] == []
 
@@ -150,10 +157,52 @@ def test_wait_mode_releases_once_the_pods_are_gone(
     assert (result.state, result.try_number("release")) == ("success", 1)
     assert result.xcom("release") == {"job_id": "ft-7", "submission": "1", "admission": 3}
     assert admission_of(cluster) == "3"
-    assert f"remaining pods: {pod} on {node} (Ready=True)" in capfd.readouterr().out
+    out = capfd.readouterr().out
+    # the wait reason, headline first: pod, node, node state and the one-line remedy, then the details
+    first = (
+        f"Waiting: TrainJob {cluster.namespace}/ft-7 is not admitted: pod {pod} on {node} (Ready=True): nothing to "
+        "do: the kubelet confirms their end within the grace period\n"
+    )
+    assert first in out, out[-3000:]
+    assert f"\nremaining pods: {pod} on {node} (Ready=True)\n" in out
     seen = airflow_lab.probe.since(mark)
     assert [s.status for s in worker_calls(seen, "PUT", "/trainjobs/ft-7")] == [200]
     assert [s for s in seen if s.writes and not s.by_worker] == []  # the trigger wrote nothing
+
+
+def test_deferred_release_shows_each_progress_headline_first(
+    airflow_lab: AirflowLab, cluster: Cluster, run_dag: RunDag, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """Two pods remain: the release defers. One goes: the trigger reports progress and the release shows its new
+    wait reason, headline first (the pod that remains, its node, the node's state, the remedy) as the
+    PodsRemainError message is, and defers again. The other goes: released."""
+    node = cluster.node("n1")
+    _, (first, second) = cluster.held_after_execution(
+        "ft-7", runtime=cluster.runtime(), admission=2, pods_on=[node, node]
+    )
+    mark = airflow_lab.probe.mark()
+
+    def pods_go() -> None:
+        airflow_lab.probe.wait_for(lambda seen: node_reads(seen, node, by_trigger=True) >= 1, mark)
+        kubelet_confirms(cluster, first)
+        # the trigger's re-check (progress), then the next deferral's trigger checks
+        airflow_lab.probe.wait_for(lambda seen: node_reads(seen, node, by_trigger=True) >= 3, mark)
+        assert admission_of(cluster) == "2"  # nothing was admitted while a pod remained
+        kubelet_confirms(cluster, second)
+
+    actor = Actor(pods_go).start()
+    result = run_dag("dispatch_release_wait_deferrable", namespace=cluster.namespace, name="ft-7")
+    actor.join()
+    out = capfd.readouterr().out
+    assert (result.state, result.try_number("release")) == ("success", 1)
+    assert admission_of(cluster) == "3"
+    after_progress = (
+        f"Waiting: TrainJob {cluster.namespace}/ft-7 is not admitted: pod {second} on {node} (Ready=True): nothing "
+        "to do: the kubelet confirms their end within the grace period\n1 pod of the previous execution remains, "
+        "so the previous execution may still run. The hold stays in force.\nremaining pods: "
+    )
+    assert after_progress in out, out[-3000:]
+    assert out.index(f"Waiting: TrainJob {cluster.namespace}/ft-7 is not admitted: pods ") < out.index(after_progress)
 
 
 def test_open_creates_held_waits_for_the_hold_to_be_observed_and_releases(

@@ -10,21 +10,13 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import pytest
-from airflow_lab import Actor, AirflowLab, RunDag, Seen, find_wait_reasons
+from airflow_lab import Actor, AirflowLab, RunDag, Seen, find_wait_reasons, node_reads
 from dispatch_lab.cluster import Cluster
 
 from airflow_provider_dispatch.dispatch import payloads
 from airflow_provider_dispatch.dispatch import vocabulary as v
 
 pytestmark = pytest.mark.airflow
-
-
-def node_reads(seen: list[Seen], node: str, *, by_trigger: bool) -> int:
-    return sum(
-        1
-        for s in seen
-        if s.phase == "done" and s.path.endswith(f"/nodes/{node}") and (s.by_trigger if by_trigger else s.by_worker)
-    )
 
 
 def kubelet_confirms(cluster: Cluster, pod: str) -> None:

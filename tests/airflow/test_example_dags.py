@@ -7,6 +7,10 @@ before it runs the DAG. What a test checks comes from three places: the DAG run 
 task logs (`capfd`: `dag.test()` writes them to stdout), and the lab's own truth, which no task can influence
 (the overlap recorder: no two executions ran at once; the admission ledger: which admissions happened).
 
+The restart operator under Kueue, and with a node going not Ready while it waits for an outcome, runs the test
+DAG `dispatch_restart` (tests/airflow/dags), whose manifest the test builds (a queue label, a runtime whose
+processes exit when the test says), against this same cluster.
+
 `kubernetes_default` points at this module's lab as its `writer` identity for the length of each test, and
 `lab_admin` at its admin (the drill's chaos steps patch Nodes). Each test works in a namespace of its own with a
 runtime of its own (its workload annotations say how its pods behave: `lab/controllers/workload.py`).
@@ -32,7 +36,7 @@ from typing import Any
 import kubernetes
 import pytest
 from aiohttp import web
-from airflow_lab import WAIT_BOUND, Actor, DagRunResult, Probe, find_wait_reasons
+from airflow_lab import WAIT_BOUND, Actor, DagRunResult, Probe, find_wait_reasons, node_reads
 
 from airflow_provider_dispatch.dispatch.errors import ConflictError, SuspensionNotObservedError
 from airflow_provider_dispatch.dispatch.sync_adapter import DispatchAdapter
@@ -44,6 +48,7 @@ from airflow_provider_dispatch.lab.controllers.kubelet_runs import STATE_ANNOTAT
 from airflow_provider_dispatch.lab.controllers.kueue.scenario import SyncKueueScenario
 from airflow_provider_dispatch.lab.controllers.workload import (
     EXIT_CODE_BY_SUBMISSION,
+    EXIT_NOW,
     RUN_SECONDS,
     TERMINATION_SECONDS,
 )
@@ -477,6 +482,36 @@ def one_after_another(cluster_lab: ClusterLab, namespace: str, names: list[str])
         assert max(r.stop or float("inf") for r in runs[before]) <= min(r.start for r in runs[after])
 
 
+def chain_completed(result: DagRunResult, out: str, namespace: str, submissions: int, max_restarts: int) -> list[Obj]:
+    """Check that the chain of job id `job` succeeded on its first try with submission `submissions`, each earlier
+    one Failed and drained before the next was opened, each run as execution 1 of its TrainJob; its history."""
+    assert result.state == "success", out[-4000:]
+    assert result.try_number("train") == 1
+    assert result.xcom("train") == {
+        "outcome": "Complete",
+        "trainjob": f"{namespace}/job-{submissions}",
+        "submission": submissions,
+        "restarts": submissions - 1,
+        "execution": {"job_id": "job", "submission": str(submissions), "admission": 1},
+    }
+    chain = result.xcom("train", "restarts")
+    assert (chain["stage"], chain["max_restarts"]) == ("succeeded", max_restarts)
+    history: list[Obj] = chain["history"]
+    outcomes = ["Failed"] * (submissions - 1) + ["Complete"]
+    assert [(h["submission"], h["trainjob"], h["admission"], h["outcome"]) for h in history] == [
+        (k, f"{namespace}/job-{k}", 1, outcome) for k, outcome in enumerate(outcomes, start=1)
+    ]
+    for before, after in itertools.pairwise(history):
+        assert before["opened_at"] <= before["finished_at"] <= before["drained_at"] <= after["opened_at"]
+    return history
+
+
+def run_restart(test_dags: dict[str, Any], manifest: Obj, max_restarts: int) -> DagRunResult:
+    """One `dag.test()` of the test DAG `dispatch_restart` on `manifest`."""
+    dag_run = test_dags["dispatch_restart"].test(run_conf={"manifest": manifest, "max_restarts": max_restarts})
+    return DagRunResult("dispatch_restart", dag_run.run_id, str(dag_run.state))
+
+
 def test_the_restart_operator_restarts_failed_submissions_until_one_completes(
     cluster_lab: ClusterLab, example_dags: dict[str, Any], namespace: str, capfd: pytest.CaptureFixture[str]
 ) -> None:
@@ -485,26 +520,8 @@ def test_the_restart_operator_restarts_failed_submissions_until_one_completes(
     )
     result = run(example_dags, "restart_operator", namespace=namespace, name="job", runtime=runtime, max_restarts=3)
     out = capfd.readouterr().out
-    assert result.state == "success", out[-4000:]
-    assert result.try_number("train") == 1
-    assert result.xcom("train") == {
-        "outcome": "Complete",
-        "trainjob": f"{namespace}/job-3",
-        "submission": 3,
-        "restarts": 2,
-        "execution": {"job_id": "job", "submission": "3", "admission": 1},
-    }
-    chain = result.xcom("train", "restarts")
-    assert (chain["stage"], chain["max_restarts"]) == ("succeeded", 3)
-    history = chain["history"]
-    assert [(h["submission"], h["trainjob"], h["admission"], h["outcome"]) for h in history] == [
-        (1, f"{namespace}/job-1", 1, "Failed"),
-        (2, f"{namespace}/job-2", 1, "Failed"),
-        (3, f"{namespace}/job-3", 1, "Complete"),
-    ]
+    history = chain_completed(result, out, namespace, submissions=3, max_restarts=3)
     assert [h["drained"] for h in history] == ["drained", "drained", None]
-    for before, after in itertools.pairwise(history):
-        assert before["opened_at"] <= before["finished_at"] <= before["drained_at"] <= after["opened_at"]
     assert result.xcom("report") == {"submissions": 3, "outcomes": ["Failed", "Failed", "Complete"]}
     # the wait reason at each stage, as the task logged it
     assert f"submission 1: waiting for TrainJob {namespace}/job-1 to finish execution 1" in out
@@ -597,4 +614,136 @@ def test_the_restart_operator_survives_a_node_frozen_in_a_failing_submission(
     one_after_another(cluster_lab, namespace, ["job-1", "job-2"])
     assert node in {r.node for r in cluster_lab.scenario.processes(namespace, "job-1")}
     assert node not in {r.node for r in cluster_lab.scenario.processes(namespace, "job-2")}
+    assert [cluster_lab.admissions(namespace, n) for n in ("job-1", "job-2")] == [["1"], ["1"]]
+
+
+# --- the restart operator under Kueue ---------------------------------------------------------------------------
+
+
+def chain_manifest(namespace: str, runtime: str, *, queue: str | None = None) -> Obj:
+    """The chain's TrainJob `job` (two pods), in a LocalQueue when `queue` is given (then Kueue's to admit); no
+    submission label (the operator numbers the submissions)."""
+    body = manifests.trainjob("job", runtime=runtime, num_nodes=2, queue=queue)
+    body["metadata"]["namespace"] = namespace
+    del body["metadata"]["labels"]["dispatch.phpboyscout.uk/submission"]
+    return body
+
+
+def test_the_restart_operator_restarts_under_kueue_through_the_admission_check(
+    cluster_lab: ClusterLab,
+    test_dags: dict[str, Any],
+    namespace: str,
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    """In Kueue mode the open admits nothing (admission 0): Kueue admits each submission once dispatch's admission
+    check is Ready (A=1 on that TrainJob). Submission 1 fails, is held and drained; submission 2 is admitted by
+    Kueue the same way and completes. The history names the execution each submission ran, not the 0 of the
+    open."""
+    check = f"drained-{uuid.uuid4().hex[:6]}"
+    setup = cluster_lab.kueue.create_queues(
+        namespace,
+        cluster_queue=f"cq-{namespace}",
+        local_queue="user-queue",
+        admission_checks=(check,),
+        activate_checks=False,  # dispatch's admission check controller makes it Active
+    )
+    runtime = make_runtime(cluster_lab, annotations={RUN_SECONDS: "20", EXIT_CODE_BY_SUBMISSION: "1=3"}, finite=True)
+    result = run_restart(test_dags, chain_manifest(namespace, runtime, queue=setup.local_queue), max_restarts=2)
+    out = capfd.readouterr().out
+    # admission 1 in the history and the XCom: the execution Kueue ran, not the 0 the open saw
+    history = chain_completed(result, out, namespace, submissions=2, max_restarts=2)
+    assert history[0]["drained"] == "drained"
+    # unpinned (Kueue admits, the open saw admission 0): whatever execution the submission's TrainJob runs
+    assert f"submission 1: waiting for TrainJob {namespace}/job-1 to finish its current execution" in out
+    assert f"submission 2: TrainJob {namespace}/job-2 execution 1 finished: Complete" in out
+    assert f"Submission 1 failed: held TrainJob {namespace}/job-1" in out
+    # what the open said of a submission Kueue had not admitted yet; nothing claimed an execution 0 ran
+    assert f"TrainJob {namespace}/job-2 has no admitted execution yet (admission 0): in Kueue mode, Kueue" in out
+    assert "runs execution 0" not in out
+
+    # Kueue admitted each submission through dispatch's admission check, once; the failed one is held the Kueue
+    # way (its Workload deactivated), the completed one is not
+    workloads = {name: cluster_lab.kueue.workload_for(namespace, name) for name in ("job-1", "job-2")}
+    for name, workload in workloads.items():
+        assert workload is not None, name
+        assert cluster_lab.kueue.check_states(namespace, workload["metadata"]["name"]) == {check: "Ready"}
+    assert [(w or {})["spec"].get("active") for w in workloads.values()] == [False, True]
+    # the lab's truth: one execution at a time within each TrainJob and across the chain, no third submission
+    assert trainjobs_in(cluster_lab, namespace) == ["job-1", "job-2"]
+    assert [cluster_lab.scenario.overlaps(namespace, n) for n in ("job-1", "job-2")] == [[], []]
+    one_after_another(cluster_lab, namespace, ["job-1", "job-2"])
+    assert [cluster_lab.admissions(namespace, n) for n in ("job-1", "job-2")] == [["1"], ["1"]]
+
+
+# --- the restart operator: progress while it waits for an outcome -------------------------------------------------
+
+
+def exit_now(cluster_lab: ClusterLab, namespace: str, pods: list[str], code: int) -> None:
+    """The lab's control: the pods' processes exit now with `code` (what a training does when it ends)."""
+    core = kubernetes.client.CoreV1Api(cluster_lab.api)
+    for pod in pods:
+        core.patch_namespaced_pod(pod, namespace, {"metadata": {"annotations": {EXIT_NOW: str(code)}}})
+
+
+def pods_of(cluster_lab: ClusterLab, namespace: str, trainjob: str) -> list[tuple[str, str]]:
+    """(pod, node) of the TrainJob's pods, by name."""
+    core = kubernetes.client.CoreV1Api(cluster_lab.api)
+    found = core.list_namespaced_pod(namespace, label_selector=f"{LABEL_JOBSET_NAME}={trainjob}").items
+    return sorted((p.metadata.name, p.spec.node_name) for p in found)
+
+
+def test_the_restart_operator_shows_progress_in_the_outcome_wait_and_defers_again(
+    cluster_lab: ClusterLab, test_dags: dict[str, Any], namespace: str, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """While the chain waits (deferred) for submission 1's outcome, the node of one of its running pods goes not
+    Ready: the outcome trigger yields `progress`, the task shows the new wait reason (pod, node, node state and
+    remedy on its first line; in the log, the rendered field and the XCom while deferred) and defers again. The
+    node recovers, submission 1 fails, submission 2 completes: the chain ends as it would have."""
+    scenario, probe = cluster_lab.scenario, cluster_lab.probe
+    runtime = make_runtime(cluster_lab, finite=True)  # the processes run until the test says they exit
+    mark = probe.mark()
+    seen: dict[str, Any] = {}
+
+    def story() -> None:
+        wait_pods_running(cluster_lab, namespace, "job-1", admission="1", count=2)
+        (pod, node), _ = pods_of(cluster_lab, namespace, "job-1")
+        seen.update(pod=pod, node=node)
+        # the outcome trigger has checked with the pod on its node: the task waits deferred
+        probe.wait_for(lambda requests: node_reads(requests, node, by_trigger=True) >= 1, mark)
+        scenario.set_not_ready(node)
+        changed = probe.mark()
+        # the trigger's check that sees the node not Ready (progress), then the next deferral's trigger checks
+        probe.wait_for(lambda requests: node_reads(requests, node, by_trigger=True) >= 2, changed)
+        seen["deferred"] = find_wait_reasons("dispatch_restart", "train", f"{namespace}/job-1")
+        scenario.recover(node)
+        exit_now(cluster_lab, namespace, [pod], 3)  # submission 1 fails
+        wait_pods_running(cluster_lab, namespace, "job-2", admission="1", count=2)
+        exit_now(cluster_lab, namespace, [p for p, _ in pods_of(cluster_lab, namespace, "job-2")], 0)
+
+    actor = Actor(story).start()
+    result = run_restart(test_dags, chain_manifest(namespace, runtime), max_restarts=1)
+    actor.join()
+    out = capfd.readouterr().out
+    chain_completed(result, out, namespace, submissions=2, max_restarts=1)
+
+    # the reason the progress event brought, shown while the task was deferred again
+    pod, node = seen["pod"], seen["node"]
+    head = f"submission 1: waiting for TrainJob {namespace}/job-1 to finish execution 1 (it runs execution 1): "
+    first_line = (
+        f"{head}pod {pod} on {node} (Ready=False): confirm {node} is powered off, then run "
+        f"`kubectl taint node {node} node.kubernetes.io/out-of-service=nodeshutdown:NoExecute`"
+    )
+    for reason in (seen["deferred"]["rendered"], seen["deferred"]["xcom"]):
+        assert reason.splitlines()[0] == first_line
+    # in the log: a reason before the node changed, the new one, then the outcome; the reason did change
+    before = out.index(head)
+    changed = out.index(first_line + "\n")
+    finished = out.index(f"submission 1: TrainJob {namespace}/job-1 execution 1 finished: Failed")
+    assert before < changed < finished
+    assert "(Ready=False)" not in out[before : out.index("\n", before)]
+    assert out.index(f"submission 2: TrainJob {namespace}/job-2 execution 1 finished: Complete") > finished
+
+    # the lab's truth: one execution at a time
+    assert [cluster_lab.scenario.overlaps(namespace, n) for n in ("job-1", "job-2")] == [[], []]
+    one_after_another(cluster_lab, namespace, ["job-1", "job-2"])
     assert [cluster_lab.admissions(namespace, n) for n in ("job-1", "job-2")] == [["1"], ["1"]]

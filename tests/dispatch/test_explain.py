@@ -168,11 +168,20 @@ def test_pods_remain_error_names_pods_nodes_and_consequence() -> None:
     remaining = one(pod("ft-7-node-0-0", node="n2", deletion=DEADLINE), node("n2", ready="Unknown"))
     error = PodsRemainError("ml/ft-7", remaining, now=NOW)
     message = str(error)
-    assert message.startswith(
-        "TrainJob ml/ft-7 is not admitted: 1 pod of the previous execution remains, so the previous "
-        "execution may still run. remaining pods: ft-7-node-0-0 on n2 (Ready=Unknown). The hold stays in "
-        "force. What would unblock it: Node n2 is not Ready"
+    lines = message.splitlines()
+    # headline first, as the sensors' wait reasons: pod, node, node state and the one-line remedy
+    assert lines[0] == f"TrainJob ml/ft-7 is not admitted: {explain.headline(remaining)}"
+    assert lines[0] == (
+        "TrainJob ml/ft-7 is not admitted: pod ft-7-node-0-0 on n2 (Ready=Unknown): confirm n2 is powered off, "
+        "then run `kubectl taint node n2 node.kubernetes.io/out-of-service=nodeshutdown:NoExecute`"
     )
+    assert lines[1] == (
+        "1 pod of the previous execution remains, so the previous execution may still run. The hold stays in force."
+    )
+    # then the drain report's detail, line by line (the same explanation as the sensor's)
+    assert lines[2:] == explain.remaining_detail(remaining, now=NOW).splitlines()
+    assert lines[2] == "remaining pods: ft-7-node-0-0 on n2 (Ready=Unknown)"
+    assert lines[3].startswith("Node n2 is not Ready")
     assert error.ref == "ml/ft-7"
     assert error.remaining == remaining
     assert error.retryable

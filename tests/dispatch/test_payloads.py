@@ -129,11 +129,13 @@ def test_the_report_as_json_stays_within_its_limit_and_counts_everything(
     assert body["fingerprint"] == report.fingerprint
 
 
-def test_the_release_wait_reason_is_one_line_within_its_limit(many: tuple[RemainingPod, ...]) -> None:
+def test_the_release_wait_reason_is_headline_first_within_its_limit(many: tuple[RemainingPod, ...]) -> None:
     message = PodsRemainError(REF, many, now=NOW).message
     assert len(message) <= payloads.WAIT_REASON_LIMIT
-    assert "\n" not in message
-    assert message.startswith(f"TrainJob {REF} is not admitted: 50,000 pods of the previous execution remain")
+    first, second, *_ = message.splitlines()
+    assert first == f"TrainJob {REF} is not admitted: {explain.headline(many)}"
+    assert len(first) <= len(f"TrainJob {REF} is not admitted: ") + payloads.HEADLINE_ROOM
+    assert second.startswith("50,000 pods of the previous execution remain")
     assert first_by_name(many, 1)[0].name in message
     assert payloads.census(many).line in message
     assert f"kubectl taint node {node_name(0)} " in message

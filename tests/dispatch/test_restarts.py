@@ -129,6 +129,25 @@ def test_kueue_admission_zero_is_an_opening() -> None:
     assert (state.stage, state.current.admission, state.stage_started) == (r.Stage.OUTCOME, 0, 5.0)
 
 
+def test_kueue_mode_records_the_execution_kueue_ran() -> None:
+    """Opened as 0 (Kueue admits later): the outcome's execution is the submission's, in the history."""
+    opened = r.advance(r.start(1, 0.0), r.Opened(0, 5.0))
+    finished = r.advance(opened, r.Finished(r.FAILED, "Failed", "exit 3", 6.0, admission=2))
+    assert (finished.stage, finished.current.admission) == (r.Stage.HOLD, 2)
+    unknown = r.advance(opened, r.Finished(r.FAILED, "Failed", "exit 3", 6.0))
+    assert unknown.current.admission == 0
+
+
+@pytest.mark.parametrize(
+    ("opened", "finished", "match"),
+    [(1, 2, "opened as execution 1; the outcome of execution 2 is not its"), (0, -1, "never negative")],
+)
+def test_an_outcome_of_another_execution_is_refused(opened: int, finished: int, match: str) -> None:
+    state = r.advance(r.start(1, 0.0), r.Opened(opened, 5.0))
+    with pytest.raises(r.TransitionError, match=match):
+        r.advance(state, r.Finished(r.COMPLETE, "", "", 6.0, admission=finished))
+
+
 @pytest.mark.parametrize("value", [0, 3, r.MAX_RESTARTS_LIMIT, "2", " 4 "])
 def test_max_restarts_accepts_integers_and_their_text(value: object) -> None:
     assert r.validate_max_restarts(value) == int(str(value).strip())

@@ -16,6 +16,7 @@ from airflow.providers.common.compat.sdk import TaskDeferred
 from airflow.sdk import DAG, Context
 from airflow.sdk.serde import serialize
 
+from airflow_provider_dispatch.operators.restarts import TrainJobRestartOperator
 from airflow_provider_dispatch.operators.trainjob import (
     TrainJobHoldOperator,
     TrainJobOpenOperator,
@@ -173,3 +174,15 @@ with _dag("dispatch_hold_namespace_typo", render_template_as_native_obj=True) as
 
 with _dag("dispatch_open_manifest_typo", render_template_as_native_obj=True) as dispatch_open_manifest_typo:
     TrainJobOpenOperator(task_id="open", manifest=TYPO, retries=2)
+
+# The restart operator on a manifest the test builds (a Kueue queue label, a runtime of its own): conf `manifest`
+# (a dict, rendered natively) and `max_restarts`
+with _dag("dispatch_restart", render_template_as_native_obj=True) as dispatch_restart:
+    TrainJobRestartOperator(
+        task_id="train",
+        manifest="{{ dag_run.conf['manifest'] }}",
+        max_restarts="{{ dag_run.conf['max_restarts'] }}",
+        training_timeout=600,
+        wait_timeout=300,
+        retries=0,
+    )
