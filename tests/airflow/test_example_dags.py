@@ -726,18 +726,23 @@ def test_the_restart_operator_shows_progress_in_the_outcome_wait_and_defers_agai
     out = capfd.readouterr().out
     chain_completed(result, out, namespace, submissions=2, max_restarts=1)
 
-    # the reason the progress event brought, shown while the task was deferred again
+    # the reason the progress event brought, shown while the task was deferred again: the pod (with any other of
+    # the submission's pods the scheduler put on the same node), the node, its state and the remedy
     pod, node = seen["pod"], seen["node"]
     head = f"submission 1: waiting for TrainJob {namespace}/job-1 to finish execution 1 (it runs execution 1): "
-    first_line = (
-        f"{head}pod {pod} on {node} (Ready=False): confirm {node} is powered off, then run "
+    tail = (
+        f" on {node} (Ready=False): confirm {node} is powered off, then run "
         f"`kubectl taint node {node} node.kubernetes.io/out-of-service=nodeshutdown:NoExecute`"
     )
     for reason in (seen["deferred"]["rendered"], seen["deferred"]["xcom"]):
-        assert reason.splitlines()[0] == first_line
+        first_line = reason.splitlines()[0]
+        assert first_line.startswith(f"{head}pod"), first_line
+        assert pod in first_line
+        assert first_line.endswith(tail), first_line
     # in the log: a reason before the node changed, the new one, then the outcome; the reason did change
     before = out.index(head)
-    changed = out.index(first_line + "\n")
+    changed = out.index(tail + "\n")
+    assert f"{head}pod" in out[out.rfind("\n", 0, changed) : changed]  # the first line of a new reason
     finished = out.index(f"submission 1: TrainJob {namespace}/job-1 execution 1 finished: Failed")
     assert before < changed < finished
     assert "(Ready=False)" not in out[before : out.index("\n", before)]
