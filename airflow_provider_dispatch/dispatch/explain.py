@@ -88,8 +88,8 @@ def kueue_waiting_message(pods: Sequence[RemainingPod], limit: int = KUEUE_MESSA
 
 
 def admission_check_line(name: str, state: str, message: str) -> str:
-    """`admission check <name> <state>: <message>` (DESIGN §7)."""
-    return f"admission check {name} {state}: {message}"
+    """`admission check <name> <state>: <message>` (DESIGN §7); without a message yet, it ends at the state."""
+    return f"admission check {name} {state}: {message}" if message else f"admission check {name} {state}"
 
 
 def _names(pods: Sequence[RemainingPod], room: int | None) -> str:

@@ -263,7 +263,14 @@ def _workload_blocker(ref: str, trainjob: Mapping[str, Any], workload: Mapping[s
             kind="deactivated",
         )
     quota = condition(workload, CONDITION_QUOTA_RESERVED)
-    if quota is None or quota.get("status") != "True":
+    if quota is None:
+        return _trainjob_blocker(
+            f"Workload {name} is queued and Kueue has not considered it yet: it usually does within seconds; if "
+            "not, check that Kueue runs and its ClusterQueue is active",
+            f"Workload {name} has no QuotaReserved condition yet",
+            kind="not considered",
+        )
+    if quota.get("status") != "True":
         return _trainjob_blocker(
             f"Workload {name} is not admitted: no quota is reserved for it; free or add quota in its ClusterQueue",
             f"Workload {name} QuotaReserved=False: {_said(quota) or 'Kueue has not considered it yet'}",
@@ -311,7 +318,7 @@ def explain_unfinished(
             _trainjob_blocker(
                 f"TrainJob {ref} is suspended (held): it runs nothing until it is released; release it",
                 "dispatch holds a TrainJob with spec.suspend=true: its pods are deleted and none is created until "
-                "a release admits the next execution (ReleaseTrainJobOperator).",
+                "a release admits the next execution (TrainJobReleaseOperator).",
                 kind="held",
             )
         )

@@ -162,6 +162,7 @@ def test_admission_check_line() -> None:
     assert explain.admission_check_line("dispatch-drained", "Pending", "waiting for pods") == (
         "admission check dispatch-drained Pending: waiting for pods"
     )
+    assert explain.admission_check_line("dispatch-drained", "Pending", "") == "admission check dispatch-drained Pending"
 
 
 def test_pods_remain_error_names_pods_nodes_and_consequence() -> None:

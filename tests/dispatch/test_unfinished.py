@@ -105,6 +105,11 @@ def test_kueue_eviction_quota_and_admission_checks_are_named() -> None:
     assert explain_unfinished(tj, [], {}, workload=None).first_line.startswith(
         "TrainJob ml/ft-7 is suspended and has no Kueue Workload yet"
     )
+    not_considered = explain_unfinished(tj, [], {}, workload=base)
+    assert not_considered.first_line.startswith(
+        "Workload trainjob-ft-7-3f9a1 is queued and Kueue has not considered it yet"
+    )
+    assert "free or add quota" not in not_considered.text()
     no_quota = base | {"status": {"conditions": [condition("QuotaReserved", "False", "Pending", "insufficient")]}}
     why = explain_unfinished(tj, [], {}, workload=no_quota)
     assert why.first_line == (
