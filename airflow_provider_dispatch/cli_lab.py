@@ -100,9 +100,9 @@ def _nodes_option(default: int, kubelet: str) -> Callable[[Callable[..., None]],
 )
 def serve(port: int, speed: float, kubeconfig_path: Path, nodes: int, bare: bool, tls: bool, rbac: bool) -> None:
     """Serve the lab, with its simulated cluster, until interrupted."""
-    from airflow_provider_dispatch.lab.presets import ClusterShape, cluster_controllers, provision
-    from airflow_provider_dispatch.lab.rbac_setup import IDENTITIES
+    from airflow_provider_dispatch.lab.apiserver.auth.rbac_setup import IDENTITIES
     from airflow_provider_dispatch.lab.runtime import AsyncLab
+    from airflow_provider_dispatch.lab.scenario.presets import ClusterShape, cluster_controllers, provision
 
     paths = kubeconfig_paths(kubeconfig_path, IDENTITIES if rbac else ("admin",))
 
@@ -152,7 +152,7 @@ def real(nodes: int, workdir: Path | None) -> None:
     import logging
     import threading
 
-    from airflow_provider_dispatch.lab.rbac_setup import IDENTITIES
+    from airflow_provider_dispatch.lab.apiserver.auth.rbac_setup import IDENTITIES
     from airflow_provider_dispatch.lab.real import RealCluster
 
     logging.basicConfig(level=logging.WARNING, format="%(message)s")

@@ -2,7 +2,7 @@
 
 What it does (README's main command; docs: quickstart, "Rehearse a lost node"):
 
-1. start the lab with its whole simulated cluster (`lab.presets`: three nodes, the default runtime, the fencing
+1. start the lab with its whole simulated cluster (`lab.scenario.presets`: three nodes, the default runtime, the fencing
    agent; RBAC on) on a background thread of this process;
 2. make a fresh Airflow home in a temporary folder: sqlite, the DAG folder `example_dags/` (`find_dags_folder`),
    the connection `kubernetes_default` as the lab's least-privilege `writer` and `lab_admin` as its admin (for
@@ -183,8 +183,8 @@ def _airflow(args: Sequence[str], env: Mapping[str, str], log: Path) -> int:
 
 
 def _verdict(lab: Any, namespace: str, name: str) -> LabVerdict:
-    from airflow_provider_dispatch.lab.controllers.fencing import FencingAgent
-    from airflow_provider_dispatch.lab.scenario import Scenario
+    from airflow_provider_dispatch.lab.scenario.scenario import Scenario
+    from airflow_provider_dispatch.lab.simulated.nodes.fencing import FencingAgent
 
     with Scenario(lab) as scenario:
         overlaps = [overlap.describe() for overlap in scenario.overlaps(namespace, name)]
@@ -201,7 +201,7 @@ def _node_state(admin: Path, node: str) -> str:
     """`Ready=<status>` plus the out-of-service taint and the machine's lab state, read as the admin."""
     import kubernetes
 
-    from airflow_provider_dispatch.lab.controllers.kubelet_runs import STATE_ANNOTATION
+    from airflow_provider_dispatch.lab.simulated.nodes.kubelet_runs import STATE_ANNOTATION
 
     client = kubernetes.config.new_client_from_config(config_file=str(admin))
     try:
@@ -287,8 +287,8 @@ def render_summary(
 
 def run_demo(options: DemoOptions, echo: Echo) -> int:
     """The drill end to end (module docstring); 0 when it ran and the lab saw one execution at a time."""
-    from airflow_provider_dispatch.lab.presets import ClusterShape, cluster_controllers, provision
     from airflow_provider_dispatch.lab.runtime import Lab
+    from airflow_provider_dispatch.lab.scenario.presets import ClusterShape, cluster_controllers, provision
 
     home = options.workdir or Path(tempfile.mkdtemp(prefix="dispatch-demo-"))
     home.mkdir(parents=True, exist_ok=True)

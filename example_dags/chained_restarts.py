@@ -24,7 +24,7 @@ What it needs: a runtime (`runtime` param, a ClusterTrainingRuntime; the lab's d
 `torch-distributed`) whose training ends by itself, and the `kubernetes_default` connection
 (KUBERNETES_CONN_ID) with the writer's permissions (docs: rbac). Works against a real cluster and the lab; in
 the lab, the workload annotation `lab.dispatch.phpboyscout.uk/exit-code-by-submission` on the runtime's pod
-template makes chosen submissions fail (`lab/controllers/workload.py`).
+template makes chosen submissions fail (`lab/simulated/nodes/workload.py`).
 
 Params: `namespace`, `name` (the job id, and the TrainJob names' prefix: `<name>-1`, `<name>-2`, ...),
 `runtime`, `num_nodes`, `attempts`.

@@ -24,8 +24,8 @@ What it needs: Kueue with its TrainJob integration, a LocalQueue (`queue` param)
 ClusterQueue lists an AdmissionCheck with `controllerName: dispatch.phpboyscout.uk/drained`, dispatch's
 admission check controller running (docs: kueue, with the manifests in `deploy/`), a runtime (`runtime`), and
 the `kubernetes_default` connection (KUBERNETES_CONN_ID) with the writer's permissions. In the lab the
-admission check controller runs with Kueue (`lab.presets`); the queues are created as an administrator would
-(`lab.controllers.kueue.scenario.KueueScenario.create_queues`, or the YAML in docs/kueue). Works against a real
+admission check controller runs with Kueue (`lab.scenario.presets`); the queues are created as an administrator would
+(`lab.scenario.kueue.KueueScenario.create_queues`, or the YAML in docs/kueue). Works against a real
 cluster and the lab.
 
 Params: `namespace`, `name` (a new TrainJob: the DAG opens it), `queue`, `runtime`, `num_nodes`.

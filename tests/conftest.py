@@ -22,10 +22,10 @@ import kubernetes_asyncio
 import pytest
 from servers import SERVERS, Server
 
-from airflow_provider_dispatch.lab import manifests
 from airflow_provider_dispatch.lab.real import RealCluster
 from airflow_provider_dispatch.lab.real.binaries import locate
 from airflow_provider_dispatch.lab.runtime import Lab
+from airflow_provider_dispatch.lab.scenario import manifests
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

@@ -135,14 +135,15 @@ def test_the_seam_is_used_as_declared() -> None:
 @pytest.mark.parametrize(
     ("source", "crossing"),
     [
-        ("from airflow_provider_dispatch.lab.cluster import ClusterContext\n", "at module level"),
+        ("from airflow_provider_dispatch.lab.simulated.cluster import ClusterContext\n", "at module level"),
         ("def f():\n    from airflow_provider_dispatch.lab import drill\n", "inside a function"),
         ("import airflow_provider_dispatch.lab.runtime\n", "at module level"),
         ("from airflow_provider_dispatch import lab\n", "at module level"),
         ("from ..lab.scenario import Scenario\n", "at module level"),
         ("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from ..lab import runtime\n", "at module level"),
         (
-            "import importlib\ndef f():\n    importlib.import_module('airflow_provider_dispatch.lab.presets')\n",
+            "import importlib\ndef f():\n    "
+            "importlib.import_module('airflow_provider_dispatch.lab.scenario.presets')\n",
             "inside",
         ),
         ("from airflow_provider_dispatch.demo import run_demo\n", "at module level"),

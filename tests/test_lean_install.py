@@ -90,8 +90,8 @@ def test_importing_the_airflow_layer_never_imports_the_lab(module: str) -> None:
 def test_the_probe_sees_a_lab_import() -> None:
     """The check can fail: a module that does use the lab is reported."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    imported = imported_lab_modules(sys.executable, "airflow_provider_dispatch.lab.patching", env)
-    assert "airflow_provider_dispatch.lab.patching" in imported
+    imported = imported_lab_modules(sys.executable, "airflow_provider_dispatch.lab.apiserver.registry.patching", env)
+    assert "airflow_provider_dispatch.lab.apiserver.registry.patching" in imported
     assert "jsonpatch" in imported
 
 

@@ -24,7 +24,7 @@ Modules, one concern each:
 * `informer`, `workqueue`, `waiting`, `api`, `clock`: the watch-and-reconcile machinery (the backoff is the
   package's one schedule, `airflow_provider_dispatch.backoff`);
 * `connection`, `runner`, `logs`: the `dispatch admission-controller` process. The same controller inside the
-  lab is the lab's (`lab/controllers/admission_check.py`): the provider never imports the lab.
+  lab is the lab's (`lab/simulated/kueue/admission_check.py`): the provider never imports the lab.
 """
 
 from __future__ import annotations

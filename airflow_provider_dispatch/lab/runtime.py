@@ -29,16 +29,16 @@ from typing import Any, TypeVar
 import yaml
 from aiohttp import web
 
-from airflow_provider_dispatch.lab.admission import AdmissionChain
-from airflow_provider_dispatch.lab.auth import Authenticator, Authorizer
+from airflow_provider_dispatch.lab.apiserver.auth.auth import Authenticator, Authorizer
+from airflow_provider_dispatch.lab.apiserver.auth.rbac_setup import LabRbac
+from airflow_provider_dispatch.lab.apiserver.registry.admission import AdmissionChain
+from airflow_provider_dispatch.lab.apiserver.registry.resources import Registry, default_registry
+from airflow_provider_dispatch.lab.apiserver.registry.strategy import prepare_create
+from airflow_provider_dispatch.lab.apiserver.server import LabApiServer
+from airflow_provider_dispatch.lab.apiserver.storage.store import Store
 from airflow_provider_dispatch.lab.clock import LabClock
-from airflow_provider_dispatch.lab.cluster import ClusterContext, Controller, ControllerFactory
-from airflow_provider_dispatch.lab.overlap import AdmissionLedger
-from airflow_provider_dispatch.lab.rbac_setup import LabRbac
-from airflow_provider_dispatch.lab.resources import Registry, default_registry
-from airflow_provider_dispatch.lab.server import LabApiServer
-from airflow_provider_dispatch.lab.store import Store
-from airflow_provider_dispatch.lab.strategy import prepare_create
+from airflow_provider_dispatch.lab.simulated.cluster import ClusterContext, Controller, ControllerFactory
+from airflow_provider_dispatch.lab.truth.overlap import AdmissionLedger
 
 T = TypeVar("T")
 logger = logging.getLogger(__name__)
@@ -234,7 +234,8 @@ class AsyncLab:
         return write_kubeconfig(path, self.url, token, user, ca_file=self.ca_file)
 
     def kubeconfig_for(self, identity: str, path: Path, namespace: str = "default") -> Path:
-        """A kubeconfig as one of the RBAC identities (`lab.rbac_setup.IDENTITIES`); needs `rbac=True`."""
+        """A kubeconfig as one of the RBAC identities (`lab.apiserver.auth.rbac_setup.IDENTITIES`); needs
+        `rbac=True`."""
         if self.rbac is None:
             raise RuntimeError("the lab runs without RBAC: start it with rbac=True to get its identities")
         return write_kubeconfig(

@@ -5,7 +5,7 @@
   test thread waits on it (`wait_for`) instead of sleeping: "the trigger opened its watch", "the trigger's first
   check is answered". The provider's clients identify themselves (`hooks.dispatch.WORKER_USER_AGENT`,
   `TRIGGERER_USER_AGENT`), so the worker's fast path and the trigger's checks are told apart.
-* `Hooks` holds per-test middlewares and seeded fault injectors (`lab.faults`) for those same requests.
+* `Hooks` holds per-test middlewares and seeded fault injectors (`lab.apiserver.faults`) for those same requests.
 * `Actor` runs a test's part of the story (the pods going, a node being tainted) in a background thread while
   `dag.test()` runs in the test's thread, and re-raises its failure in the test.
 * `DagRunResult` reads back what a `dag.test()` run left in the metadata database: task states and tries,
@@ -24,11 +24,11 @@ from typing import Any
 from aiohttp import web
 
 from airflow_provider_dispatch.hooks.dispatch import TRIGGERER_USER_AGENT, WORKER_USER_AGENT
-from airflow_provider_dispatch.lab.auth import UserInfo
-from airflow_provider_dispatch.lab.errors import ApiError
-from airflow_provider_dispatch.lab.faults import FaultInjector, FaultRule
+from airflow_provider_dispatch.lab.apiserver.auth.auth import UserInfo
+from airflow_provider_dispatch.lab.apiserver.errors import ApiError
+from airflow_provider_dispatch.lab.apiserver.faults import FaultInjector, FaultRule
+from airflow_provider_dispatch.lab.apiserver.server import USER_KEY
 from airflow_provider_dispatch.lab.runtime import Lab
-from airflow_provider_dispatch.lab.server import USER_KEY
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 Hook = Callable[[web.Request, Handler], Awaitable[web.StreamResponse]]

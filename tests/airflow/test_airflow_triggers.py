@@ -32,7 +32,7 @@ from airflow_provider_dispatch.dispatch.payloads import fingerprint
 from airflow_provider_dispatch.dispatch.selection import Selection
 from airflow_provider_dispatch.hooks.checks import DrainCheck
 from airflow_provider_dispatch.hooks.errors import exception_for_event
-from airflow_provider_dispatch.lab.faults import FaultRule
+from airflow_provider_dispatch.lab.apiserver.faults import FaultRule
 from airflow_provider_dispatch.lab.runtime import write_kubeconfig
 from airflow_provider_dispatch.sensors.pods_drained import PodsDrainedSensor, drain_wait_reason
 from airflow_provider_dispatch.triggers.hub import Hub, current_hub

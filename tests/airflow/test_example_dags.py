@@ -2,7 +2,7 @@
 
 Unlike the other Airflow tests, nothing here builds cluster state by hand: the lab runs Trainer, JobSet, the Job
 controller, kubelets, node lifecycle, PodGC, the fencing agent, Kueue and dispatch's admission check controller
-(`lab.presets.cluster_controllers`), and the test only sets up what an administrator would (a runtime, queues)
+(`lab.scenario.presets.cluster_controllers`), and the test only sets up what an administrator would (a runtime, queues)
 before it runs the DAG. What a test checks comes from three places: the DAG run (task states, XComs), the
 task logs (`capfd`: `dag.test()` writes them to stdout), and the lab's own truth, which no task can influence
 (the overlap recorder: no two executions ran at once; the admission ledger: which admissions happened).
@@ -13,7 +13,7 @@ processes exit when the test says), against this same cluster.
 
 `kubernetes_default` points at this module's lab as its `writer` identity for the length of each test, and
 `lab_admin` at its admin (the drill's chaos steps patch Nodes). Each test works in a namespace of its own with a
-runtime of its own (its workload annotations say how its pods behave: `lab/controllers/workload.py`).
+runtime of its own (its workload annotations say how its pods behave: `lab/simulated/nodes/workload.py`).
 
 The drill pauses lab time once: the sensor's `ceased` lasts from the out-of-service taint until PodGC's next
 pass, up to 20 s in a cluster but only 20/speed wall seconds in the lab, so the test stops lab time just before
@@ -41,20 +41,20 @@ from airflow_lab import WAIT_BOUND, Actor, DagRunResult, Probe, find_wait_reason
 from airflow_provider_dispatch.dispatch.errors import ConflictError, SuspensionNotObservedError
 from airflow_provider_dispatch.dispatch.sync_adapter import DispatchAdapter
 from airflow_provider_dispatch.dispatch.vocabulary import CLUSTER_TRAINING_RUNTIME, LABEL_JOBSET_NAME, TRAINJOB
-from airflow_provider_dispatch.lab import drill, manifests
 from airflow_provider_dispatch.lab.clock import parse_timestamp
-from airflow_provider_dispatch.lab.controllers.fencing import FENCE_AFTER_SECONDS, FencingAgent
-from airflow_provider_dispatch.lab.controllers.kubelet_runs import STATE_ANNOTATION
-from airflow_provider_dispatch.lab.controllers.kueue.scenario import SyncKueueScenario
-from airflow_provider_dispatch.lab.controllers.workload import (
+from airflow_provider_dispatch.lab.runtime import Lab
+from airflow_provider_dispatch.lab.scenario import drill, manifests
+from airflow_provider_dispatch.lab.scenario.kueue import SyncKueueScenario
+from airflow_provider_dispatch.lab.scenario.presets import ClusterShape, cluster_controllers, provision
+from airflow_provider_dispatch.lab.scenario.scenario import Scenario
+from airflow_provider_dispatch.lab.simulated.nodes.fencing import FENCE_AFTER_SECONDS, FencingAgent
+from airflow_provider_dispatch.lab.simulated.nodes.kubelet_runs import STATE_ANNOTATION
+from airflow_provider_dispatch.lab.simulated.nodes.workload import (
     EXIT_CODE_BY_SUBMISSION,
     EXIT_NOW,
     RUN_SECONDS,
     TERMINATION_SECONDS,
 )
-from airflow_provider_dispatch.lab.presets import ClusterShape, cluster_controllers, provision
-from airflow_provider_dispatch.lab.runtime import Lab
-from airflow_provider_dispatch.lab.scenario import Scenario
 
 pytestmark = pytest.mark.airflow
 

@@ -36,7 +36,7 @@ import kubernetes
 
 from airflow_provider_dispatch.dispatch import vocabulary as v
 from airflow_provider_dispatch.kueue.checks import ADMISSION_CHECK
-from airflow_provider_dispatch.lab import manifests
+from airflow_provider_dispatch.lab.scenario import manifests
 from benchmarks.harness import driver
 from benchmarks.harness.lab_process import LabEndpoint, LabProcess
 from benchmarks.harness.report import (

@@ -6,7 +6,7 @@ must skip. `grow(total)` adds neighbours until the namespace holds `total` pods,
 are measured on the same namespace one after the other, and seeding costs 50,000 pods, not 61,000.
 
 The Namespace, the Nodes and the TrainJob are created through the API with the official client, as a user
-would; the pods through the lab's bulk seeding (`lab/seeding.py`), which runs the API server's own create and
+would; the pods through the lab's bulk seeding (`lab/apiserver/seeding.py`), which runs the API server's own create and
 status-write path for each. Nothing here is measured.
 """
 
@@ -21,7 +21,7 @@ import kubernetes
 
 from airflow_provider_dispatch.dispatch import vocabulary as v
 from airflow_provider_dispatch.dispatch.selection import Selection
-from airflow_provider_dispatch.lab import manifests
+from airflow_provider_dispatch.lab.scenario import manifests
 
 from .pods import neighbour_template, pod_template
 

@@ -18,7 +18,7 @@ The lab's defaulting and admission (tolerations, priority, imagePullPolicy, ...)
 real API server's do. A pod is about 5 KB of JSON as stored; `docs/performance.md` gives the measured size.
 
 Strings in a template may hold `{i}` (the pod's index) and `{g}` (its group: index // group size), which the
-lab's bulk seeding (`lab/seeding.py` `render`) fills in.
+lab's bulk seeding (`lab/apiserver/seeding.py` `render`) fills in.
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ from pathlib import Path
 import kubernetes
 
 from airflow_provider_dispatch.lab.runtime import Lab
-from airflow_provider_dispatch.lab.scenario import Scenario
+from airflow_provider_dispatch.lab.scenario.scenario import Scenario
 
 
 @dataclass

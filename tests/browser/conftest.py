@@ -1,6 +1,6 @@
 """Fixtures of the browser test: the lab on a thread, a real Airflow deployment against it, headless Chromium.
 
-* `drill_lab`: the lab with every controller a training cluster runs (`lab.presets.cluster_controllers`, no
+* `drill_lab`: the lab with every controller a training cluster runs (`lab.scenario.presets.cluster_controllers`, no
   Kueue; its fencing agent too), three nodes and the default runtime (`provision`), RBAC on. Its speed is 10:
   a frozen node goes `Ready=Unknown` about 5 s of wall time after its last heartbeat (the 50 s grace period),
   PodGC passes every 2 s. Nothing the test checks depends on the speed: the frozen node stays frozen until
@@ -31,9 +31,9 @@ from airflow_stack import AirflowStack
 from browser_support import Artifacts, DrillLab
 from chromium import remove_profile, require_browser, start_chromium
 
-from airflow_provider_dispatch.lab.presets import ClusterShape, cluster_controllers, provision
 from airflow_provider_dispatch.lab.runtime import Lab
-from airflow_provider_dispatch.lab.scenario import Scenario
+from airflow_provider_dispatch.lab.scenario.presets import ClusterShape, cluster_controllers, provision
+from airflow_provider_dispatch.lab.scenario.scenario import Scenario
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]

@@ -20,8 +20,8 @@ from browser_support import DrillLab
 from processes import wait_until
 
 from airflow_provider_dispatch.dispatch.vocabulary import CLUSTER_TRAINING_RUNTIME
-from airflow_provider_dispatch.lab import manifests
-from airflow_provider_dispatch.lab.controllers.workload import EXIT_CODE_BY_SUBMISSION, RUN_SECONDS
+from airflow_provider_dispatch.lab.scenario import manifests
+from airflow_provider_dispatch.lab.simulated.nodes.workload import EXIT_CODE_BY_SUBMISSION, RUN_SECONDS
 
 pytestmark = [pytest.mark.browser, pytest.mark.airflow, pytest.mark.slow, pytest.mark.timeout(1200)]
 

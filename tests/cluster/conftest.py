@@ -14,7 +14,7 @@ import kubernetes
 import pytest
 
 from airflow_provider_dispatch.lab.runtime import Lab
-from airflow_provider_dispatch.lab.scenario import Scenario
+from airflow_provider_dispatch.lab.scenario.scenario import Scenario
 
 from .kueue_steps import Kueue
 

@@ -1,4 +1,4 @@
-"""The lab's fencing agent (`lab/controllers/fencing.py`) with the node side of the cluster: it fences only nodes
+"""The lab's fencing agent (`lab/simulated/nodes/fencing.py`) with the node side of the cluster: it fences only nodes
 armed with `fence-after-seconds`, only once they have been not Ready that long, powers the machine off before it
 taints, and removes its taint when the node is Ready again. Lab time moves by `advance` only where a test needs
 the fence to have happened (or not) by a given moment.
@@ -13,11 +13,11 @@ import kubernetes
 import pytest
 
 from airflow_provider_dispatch.lab.clock import parse_timestamp
-from airflow_provider_dispatch.lab.controllers import NODE_CONTROLLERS
-from airflow_provider_dispatch.lab.controllers.fencing import FENCE_AFTER_SECONDS, FencingAgent, fence_after
-from airflow_provider_dispatch.lab.controllers.kubelet_runs import STATE_ANNOTATION
 from airflow_provider_dispatch.lab.runtime import Lab
-from airflow_provider_dispatch.lab.scenario import Scenario
+from airflow_provider_dispatch.lab.scenario.scenario import Scenario
+from airflow_provider_dispatch.lab.simulated.controllers import NODE_CONTROLLERS
+from airflow_provider_dispatch.lab.simulated.nodes.fencing import FENCE_AFTER_SECONDS, FencingAgent, fence_after
+from airflow_provider_dispatch.lab.simulated.nodes.kubelet_runs import STATE_ANNOTATION
 
 from .nodes_support import Zone, condition, phase, pod
 

@@ -2,7 +2,7 @@
 
 The test plays Trainer's part where Kueue reads it (`jobsStatus`, `Complete`), as `kueue_steps.py` describes.
 Expected values are upstream's (k8s-apis.md §4.2-§4.6, §6 rule 10; the module docstrings of
-`lab/controllers/kueue/` cite the code).
+`lab/simulated/kueue/` cite the code).
 """
 
 from __future__ import annotations
@@ -12,11 +12,11 @@ from collections.abc import Iterator
 import kubernetes
 import pytest
 
-from airflow_provider_dispatch.lab.controllers.kueue import constants as k
-from airflow_provider_dispatch.lab.controllers.kueue import kueue_controllers
-from airflow_provider_dispatch.lab.controllers.kueue.config import KueueConfig
-from airflow_provider_dispatch.lab.controllers.kueue.names import workload_name
 from airflow_provider_dispatch.lab.runtime import Lab
+from airflow_provider_dispatch.lab.simulated.kueue import constants as k
+from airflow_provider_dispatch.lab.simulated.kueue import kueue_controllers
+from airflow_provider_dispatch.lab.simulated.kueue.config import KueueConfig
+from airflow_provider_dispatch.lab.simulated.kueue.names import workload_name
 
 from .kueue_steps import Kueue, checks, condition, has, kueue_patch, recorded_trainjob_versions
 
@@ -83,7 +83,7 @@ def test_the_webhook_suspends_a_queued_trainjob_and_appends_kueues_patch(kueue: 
 def test_a_trainjob_without_the_queue_label_is_not_suspended(kueue: Kueue) -> None:
     """Kueue does not manage it, but its webhook appends its empty runtime patch all the same (v0.19.2 `Default`
     appends unconditionally; seen on the real cluster, docs/fidelity.md)."""
-    from airflow_provider_dispatch.lab import manifests
+    from airflow_provider_dispatch.lab.scenario import manifests
 
     trainjob = manifests.trainjob("plain-" + kueue.namespace, suspend=False)
     stored = kueue.create_trainjob(trainjob)

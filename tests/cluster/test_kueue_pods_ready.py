@@ -20,12 +20,12 @@ import kubernetes
 import pytest
 
 from airflow_provider_dispatch.lab.clock import parse_timestamp
-from airflow_provider_dispatch.lab.controllers import NODE_CONTROLLERS, WORKLOAD_CONTROLLERS
-from airflow_provider_dispatch.lab.controllers.kueue import KUEUE_CONTROLLERS, kueue_controllers
-from airflow_provider_dispatch.lab.controllers.kueue import constants as k
-from airflow_provider_dispatch.lab.controllers.kueue.config import KueueConfig, RequeuingStrategy, WaitForPodsReady
 from airflow_provider_dispatch.lab.runtime import Lab
-from airflow_provider_dispatch.lab.scenario import Scenario
+from airflow_provider_dispatch.lab.scenario.scenario import Scenario
+from airflow_provider_dispatch.lab.simulated.controllers import NODE_CONTROLLERS, WORKLOAD_CONTROLLERS
+from airflow_provider_dispatch.lab.simulated.kueue import KUEUE_CONTROLLERS, kueue_controllers
+from airflow_provider_dispatch.lab.simulated.kueue import constants as k
+from airflow_provider_dispatch.lab.simulated.kueue.config import KueueConfig, RequeuingStrategy, WaitForPodsReady
 
 from .kueue_steps import Kueue, checks, condition, has
 from .nodes_support import Zone

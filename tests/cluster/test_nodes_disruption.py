@@ -8,9 +8,9 @@ from collections.abc import Iterator
 import kubernetes
 import pytest
 
-from airflow_provider_dispatch.lab.controllers import NODE_CONTROLLERS
 from airflow_provider_dispatch.lab.runtime import Lab
-from airflow_provider_dispatch.lab.scenario import Scenario
+from airflow_provider_dispatch.lab.scenario.scenario import Scenario
+from airflow_provider_dispatch.lab.simulated.controllers import NODE_CONTROLLERS
 
 from .nodes_support import Zone, condition, phase, pod, taint_keys
 

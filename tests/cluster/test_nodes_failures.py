@@ -9,10 +9,10 @@ import kubernetes
 import pytest
 
 from airflow_provider_dispatch.lab.clock import parse_timestamp
-from airflow_provider_dispatch.lab.controllers import NODE_CONTROLLERS
-from airflow_provider_dispatch.lab.controllers.podgc import PodGarbageCollector
 from airflow_provider_dispatch.lab.runtime import Lab
-from airflow_provider_dispatch.lab.scenario import Scenario
+from airflow_provider_dispatch.lab.scenario.scenario import Scenario
+from airflow_provider_dispatch.lab.simulated.controllers import NODE_CONTROLLERS
+from airflow_provider_dispatch.lab.simulated.nodes.podgc import PodGarbageCollector
 
 from .nodes_support import Zone, condition, execution_labels, phase, pod, taint_keys
 from .waiting import wait_for

@@ -11,11 +11,11 @@ import kubernetes
 import pytest
 from kubernetes.client import ApiException
 
-from airflow_provider_dispatch.lab.controllers import NODE_CONTROLLERS
-from airflow_provider_dispatch.lab.controllers.kubelet import STATE_ANNOTATION
-from airflow_provider_dispatch.lab.controllers.workload import EXIT_NOW, RUN_SECONDS
 from airflow_provider_dispatch.lab.runtime import Lab
-from airflow_provider_dispatch.lab.scenario import Scenario
+from airflow_provider_dispatch.lab.scenario.scenario import Scenario
+from airflow_provider_dispatch.lab.simulated.controllers import NODE_CONTROLLERS
+from airflow_provider_dispatch.lab.simulated.nodes.kubelet import STATE_ANNOTATION
+from airflow_provider_dispatch.lab.simulated.nodes.workload import EXIT_NOW, RUN_SECONDS
 
 from .nodes_support import Zone, condition, phase, pod
 from .waiting import wait_for

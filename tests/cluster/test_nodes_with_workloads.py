@@ -13,10 +13,10 @@ import kubernetes
 import pytest
 
 from airflow_provider_dispatch.dispatch.vocabulary import LABEL_JOB_ID, LABEL_SUBMISSION, POD_LABEL_ADMISSION
-from airflow_provider_dispatch.lab import manifests
-from airflow_provider_dispatch.lab.controllers import NODE_CONTROLLERS, WORKLOAD_CONTROLLERS
 from airflow_provider_dispatch.lab.runtime import Lab
-from airflow_provider_dispatch.lab.scenario import Scenario
+from airflow_provider_dispatch.lab.scenario import manifests
+from airflow_provider_dispatch.lab.scenario.scenario import Scenario
+from airflow_provider_dispatch.lab.simulated.controllers import NODE_CONTROLLERS, WORKLOAD_CONTROLLERS
 
 from .nodes_support import Zone
 from .workload_steps import Workloads, runtime, trainjob_selector, unique

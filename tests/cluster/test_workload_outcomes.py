@@ -1,4 +1,4 @@
-"""The lab-only workload knobs `exit-code-by-admission` and `exit-code-by-submission` (`controllers/workload.py`):
+"""The lab-only workload knobs `exit-code-by-admission` and `exit-code-by-submission` (`simulated/nodes/workload.py`):
 one runtime whose pods fail on one execution and succeed on another, as a chained restart rehearses it."""
 
 from __future__ import annotations
@@ -9,8 +9,10 @@ import kubernetes
 import pytest
 
 from airflow_provider_dispatch.dispatch.vocabulary import LABEL_SUBMISSION, POD_LABEL_ADMISSION
-from airflow_provider_dispatch.lab.controllers import NODE_CONTROLLERS
-from airflow_provider_dispatch.lab.controllers.workload import (
+from airflow_provider_dispatch.lab.runtime import Lab
+from airflow_provider_dispatch.lab.scenario.scenario import Scenario
+from airflow_provider_dispatch.lab.simulated.controllers import NODE_CONTROLLERS
+from airflow_provider_dispatch.lab.simulated.nodes.workload import (
     EXIT_CODE,
     EXIT_CODE_BY_ADMISSION,
     EXIT_CODE_BY_SUBMISSION,
@@ -18,8 +20,6 @@ from airflow_provider_dispatch.lab.controllers.workload import (
     WorkloadError,
     WorkloadSpec,
 )
-from airflow_provider_dispatch.lab.runtime import Lab
-from airflow_provider_dispatch.lab.scenario import Scenario
 
 from .nodes_support import Zone, execution_labels, phase, pod
 

@@ -7,8 +7,8 @@ from typing import Any
 import kubernetes
 import pytest
 
-from airflow_provider_dispatch.lab import manifests
-from airflow_provider_dispatch.lab.controllers.garbage_collector import GarbageCollector
+from airflow_provider_dispatch.lab.scenario import manifests
+from airflow_provider_dispatch.lab.simulated.workloads.garbage_collector import GarbageCollector
 
 from .waiting import wait_for
 from .workload_steps import Workloads, unique

@@ -12,8 +12,8 @@ import kubernetes
 import pytest
 
 from airflow_provider_dispatch.lab.clock import format_timestamp
-from airflow_provider_dispatch.lab.controllers.job import JobController
 from airflow_provider_dispatch.lab.runtime import Lab
+from airflow_provider_dispatch.lab.simulated.workloads.job import JobController
 
 from .workload_steps import Workloads, job_condition, unique
 

@@ -10,9 +10,9 @@ import kubernetes
 import pytest
 from kubernetes.client import ApiException
 
-from airflow_provider_dispatch.lab.controllers.garbage_collector import GarbageCollector
-from airflow_provider_dispatch.lab.controllers.job import JobController
-from airflow_provider_dispatch.lab.controllers.jobset import JobSetController
+from airflow_provider_dispatch.lab.simulated.workloads.garbage_collector import GarbageCollector
+from airflow_provider_dispatch.lab.simulated.workloads.job import JobController
+from airflow_provider_dispatch.lab.simulated.workloads.jobset import JobSetController
 
 from .workload_steps import JOBSET, Workloads, condition, immutable_replicated_jobs, job_condition, unique
 

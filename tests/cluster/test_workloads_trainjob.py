@@ -16,8 +16,8 @@ import pytest
 from kubernetes.client import ApiException
 
 from airflow_provider_dispatch.dispatch.vocabulary import LABEL_JOB_ID, LABEL_SUBMISSION
-from airflow_provider_dispatch.lab import manifests
-from airflow_provider_dispatch.lab.controllers import WORKLOAD_CONTROLLERS
+from airflow_provider_dispatch.lab.scenario import manifests
+from airflow_provider_dispatch.lab.simulated.controllers import WORKLOAD_CONTROLLERS
 
 from .workload_steps import (
     ATTEMPT_LABEL,

@@ -17,7 +17,7 @@ from typing import Any
 import kubernetes
 from kubernetes.client import ApiException
 
-from airflow_provider_dispatch.lab import manifests
+from airflow_provider_dispatch.lab.scenario import manifests
 
 from .waiting import wait_for
 

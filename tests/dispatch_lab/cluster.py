@@ -26,7 +26,7 @@ from airflow_provider_dispatch.dispatch import vocabulary as v
 from airflow_provider_dispatch.dispatch.admission import dispatch_runtime_patch
 from airflow_provider_dispatch.dispatch.assessment import Execution
 from airflow_provider_dispatch.dispatch.fencing import parse_time, record
-from airflow_provider_dispatch.lab import manifests
+from airflow_provider_dispatch.lab.scenario import manifests
 
 Obj = dict[str, Any]
 MERGE_PATCH = "application/merge-patch+json"

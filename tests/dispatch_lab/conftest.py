@@ -7,7 +7,7 @@ The lab here differs from the session lab of tests/conftest.py in three ways the
   Nodes;
 * a request log (`Recorder`) of every request after authentication, with its user and the answer's status,
   so that a test can say exactly what an adapter sent;
-* `Hooks`: per-test fault injection (`lab.faults`) and middlewares that apply to the adapters' requests only,
+* `Hooks`: per-test fault injection (`lab.apiserver.faults`) and middlewares that apply to the adapters' requests only,
   never to the admin's, so the state a test builds is never faulted.
 
 The `adapter` fixture is parametrized over the two adapters: `Either` awaits every operation, running the
@@ -31,12 +31,12 @@ from aiohttp import web
 from airflow_provider_dispatch.dispatch import AsyncDispatchAdapter, DispatchAdapter
 from airflow_provider_dispatch.dispatch.assessment import DrainReport, Execution, Status
 from airflow_provider_dispatch.dispatch.evidence import DEFAULT_SETTLE_SECONDS
-from airflow_provider_dispatch.lab.auth import Decision, UserInfo
-from airflow_provider_dispatch.lab.errors import ApiError
-from airflow_provider_dispatch.lab.faults import FaultInjector, FaultRule
-from airflow_provider_dispatch.lab.requests import RequestInfo
+from airflow_provider_dispatch.lab.apiserver.auth.auth import Decision, UserInfo
+from airflow_provider_dispatch.lab.apiserver.errors import ApiError
+from airflow_provider_dispatch.lab.apiserver.faults import FaultInjector, FaultRule
+from airflow_provider_dispatch.lab.apiserver.requests import RequestInfo
+from airflow_provider_dispatch.lab.apiserver.server import USER_KEY
 from airflow_provider_dispatch.lab.runtime import DEFAULT_TOKEN, Lab, write_kubeconfig
-from airflow_provider_dispatch.lab.server import USER_KEY
 
 from .cluster import Cluster
 
@@ -131,7 +131,7 @@ class Hooks:
         self.active.append((when, hook))
 
     def faults(self, *rules: FaultRule, when: Callable[[web.Request], bool] = lambda request: True) -> FaultInjector:
-        """A seeded fault injector (`lab.faults`) for the adapters' requests for which `when` holds."""
+        """A seeded fault injector (`lab.apiserver.faults`) for the adapters' requests for which `when` holds."""
         injector = FaultInjector(seed=11)
         for rule in rules:
             injector.add(rule)

@@ -1,4 +1,5 @@
-"""API faults (`lab.faults`) through the real clients: retryable errors, and never an admission without a full check.
+"""API faults (`lab.apiserver.faults`) through the real clients: retryable errors, and never an admission without a full
+check.
 
 Each fault applies to the adapter's requests only (conftest `Hooks`), so the state a test builds is not faulted.
 """
@@ -11,8 +12,8 @@ from aiohttp import web
 from airflow_provider_dispatch.dispatch import vocabulary as v
 from airflow_provider_dispatch.dispatch.assessment import Execution
 from airflow_provider_dispatch.dispatch.errors import PodsRemainError, UnreachableError
-from airflow_provider_dispatch.lab.errors import ApiError
-from airflow_provider_dispatch.lab.faults import FaultRule
+from airflow_provider_dispatch.lab.apiserver.errors import ApiError
+from airflow_provider_dispatch.lab.apiserver.faults import FaultRule
 
 from .cluster import Cluster
 from .conftest import DispatchLab, Handler, MakeAdapter

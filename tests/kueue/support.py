@@ -2,10 +2,10 @@
 
 * `ControllerTraffic`: an aiohttp middleware on the lab (after authentication) that sees only the requests of
   the controller's identity. It records each (method, path, status), injects the lab's seeded faults into
-  them (`lab.faults`), can lose the answer of a write the server applied, and can hold a request at a `Gate`
+  them (`lab.apiserver.faults`), can lose the answer of a write the server applied, and can hold a request at a `Gate`
   until the test has killed the controller, then drop it unapplied. Nothing of the lab's own controllers or of
   the test's admin client is touched.
-* `RunningController`: the controller on the lab's loop (`lab.controllers.admission_check.LabAdmissionController`,
+* `RunningController`: the controller on the lab's loop (`lab.simulated.kueue.admission_check.LabAdmissionController`,
   lab clock), as the lab's `controller` service account; `kill()` cancels it at once (a crash: nothing runs after
   it), `start()` again is a restart from nothing but the cluster's state.
 * `Steps`: queues, a runtime whose pods take a whole 8-cpu node of the test's own zone, dispatch TrainJobs,
@@ -28,14 +28,14 @@ from cluster.workload_steps import trainjob_selector, unique
 
 from airflow_provider_dispatch.dispatch import vocabulary as v
 from airflow_provider_dispatch.kueue.controller import AdmissionController, ControllerOptions
-from airflow_provider_dispatch.lab import manifests
-from airflow_provider_dispatch.lab.controllers.admission_check import LabAdmissionController
-from airflow_provider_dispatch.lab.controllers.kueue.scenario import QueueSetup, SyncKueueScenario
-from airflow_provider_dispatch.lab.faults import FaultInjector, FaultRule
-from airflow_provider_dispatch.lab.rbac_setup import LabRbac
+from airflow_provider_dispatch.lab.apiserver.auth.rbac_setup import LabRbac
+from airflow_provider_dispatch.lab.apiserver.faults import FaultInjector, FaultRule
+from airflow_provider_dispatch.lab.apiserver.server import USER_KEY
 from airflow_provider_dispatch.lab.runtime import Lab
-from airflow_provider_dispatch.lab.scenario import Scenario
-from airflow_provider_dispatch.lab.server import USER_KEY
+from airflow_provider_dispatch.lab.scenario import manifests
+from airflow_provider_dispatch.lab.scenario.kueue import QueueSetup, SyncKueueScenario
+from airflow_provider_dispatch.lab.scenario.scenario import Scenario
+from airflow_provider_dispatch.lab.simulated.kueue.admission_check import LabAdmissionController
 
 Obj = dict[str, Any]
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]

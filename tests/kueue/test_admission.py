@@ -1,7 +1,7 @@
 """The controller end to end in the lab: a queued TrainJob is checked, A is raised once, the check is set Ready,
 and Kueue admits it; TrainJobs dispatch does not manage; a refusal; the AdmissionCheck's Active condition.
 
-Kueue's side is the lab's Kueue (lab/controllers/kueue/), Trainer, JobSet, Jobs, scheduler and kubelets the
+Kueue's side is the lab's Kueue (lab/simulated/kueue/), Trainer, JobSet, Jobs, scheduler and kubelets the
 lab's cluster; the expected behaviour is DESIGN §6 and k8s-apis.md §4.4-§4.5.
 """
 
@@ -66,7 +66,7 @@ def test_a_trainjob_dispatch_does_not_manage_is_let_through_with_the_reason(
     setup = steps.queues()
     [check] = setup.admission_checks
     start_controller(check)
-    from airflow_provider_dispatch.lab import manifests
+    from airflow_provider_dispatch.lab.scenario import manifests
 
     name = "plain-" + steps.namespace
     body = manifests.trainjob(name, queue=setup.local_queue, runtime=steps.runtime(), num_nodes=2, suspend=False)

@@ -22,7 +22,7 @@ from kubernetes.client import ApiException
 from airflow_provider_dispatch.cli import main as dispatch_cli
 from airflow_provider_dispatch.dispatch import vocabulary as v
 from airflow_provider_dispatch.kueue.controller import ControllerOptions
-from airflow_provider_dispatch.lab.rbac_setup import apply_documents
+from airflow_provider_dispatch.lab.apiserver.auth.rbac_setup import apply_documents
 from airflow_provider_dispatch.lab.runtime import Lab, write_kubeconfig
 
 from .support import ControllerTraffic, RunningController, Steps, admission_of, admitted, check_entry, ready
@@ -128,7 +128,7 @@ def test_the_controller_runs_with_exactly_the_deployed_rbac(
         steps.custom.create_cluster_custom_object("kueue.x-k8s.io", "v1beta2", "clusterqueues", queue)
         local["metadata"]["namespace"] = steps.namespace
         steps.custom.create_namespaced_custom_object("kueue.x-k8s.io", "v1beta2", steps.namespace, "localqueues", local)
-        from airflow_provider_dispatch.lab.controllers.kueue.scenario import QueueSetup
+        from airflow_provider_dispatch.lab.scenario.kueue import QueueSetup
 
         setup = QueueSetup(queue["metadata"]["name"], local["metadata"]["name"], steps.namespace, (check,))
         name = steps.queued_trainjob(setup, steps.runtime())

@@ -1,4 +1,4 @@
-"""API faults on the controller's own requests (seeded, `lab.faults`): no admission without a complete check.
+"""API faults on the controller's own requests (seeded, `lab.apiserver.faults`): no admission without a complete check.
 
 Each fault hits only the controller's identity, never Kueue's or the cluster's controllers: what is tested is
 that a check the controller could not complete (the pod list failed, the write that raises A failed, the apply
@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 from airflow_provider_dispatch.dispatch import vocabulary as v
-from airflow_provider_dispatch.lab.faults import FaultRule
+from airflow_provider_dispatch.lab.apiserver.faults import FaultRule
 
 from .conftest import StartController
 from .support import (

@@ -6,7 +6,7 @@ terminates, for ever; it then reserves quota again and, with nothing to stop it,
 the check stays Pending naming that pod, the Workload holds its quota and is not admitted, until cessation is
 proven (powered off and tainted out-of-service, PodGC deletes the pod); then A+1 and admission. Without it (the
 control run) the overlap recorder shows two executions at once. The recorder tells executions apart by the
-store's own count of admissions (lab/overlap.py `AdmissionLedger`), not by dispatch's labels, so the same
+store's own count of admissions (lab/truth/overlap.py `AdmissionLedger`), not by dispatch's labels, so the same
 assertion judges both runs.
 
 Each test uses nodes of a zone of its own, 8 cpu each, and pods that take a whole node, so a new pod is never

@@ -12,11 +12,11 @@ from airflow.providers.cncf.kubernetes.hooks.kubernetes import AsyncKubernetesHo
 from kubernetes.client import ApiException
 from servers import SERVERS, make_pod
 
-from airflow_provider_dispatch.lab import manifests
-from airflow_provider_dispatch.lab.auth import Decision, UserInfo
-from airflow_provider_dispatch.lab.faults import FaultInjector, FaultRule
-from airflow_provider_dispatch.lab.requests import RequestInfo
+from airflow_provider_dispatch.lab.apiserver.auth.auth import Decision, UserInfo
+from airflow_provider_dispatch.lab.apiserver.faults import FaultInjector, FaultRule
+from airflow_provider_dispatch.lab.apiserver.requests import RequestInfo
 from airflow_provider_dispatch.lab.runtime import Lab
+from airflow_provider_dispatch.lab.scenario import manifests
 
 API_SERVERS = SERVERS
 

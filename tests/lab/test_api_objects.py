@@ -10,7 +10,7 @@ import pytest
 from kubernetes.client import ApiException
 from servers import SERVERS, Server, make_pod
 
-from airflow_provider_dispatch.lab import manifests
+from airflow_provider_dispatch.lab.scenario import manifests
 
 TRAINER = ("trainer.kubeflow.org", "v1alpha1")
 
@@ -382,7 +382,7 @@ def test_trainjob_schema_refusals_name_their_causes(
     status = _status(raised.value)
     assert (raised.value.status, status["reason"]) == (422, "Invalid")
     # Real Kueue's TrainJob webhook appends its runtime patch to every TrainJob created; the session lab runs no
-    # webhooks (a lab with Kueue's controllers does the same, lab/controllers/kueue/webhook.py).
+    # webhooks (a lab with Kueue's controllers does the same, lab/simulated/kueue/webhook.py).
     count = len(managers) + server.expect(lab=0, real=1)
     expected = [(field, reason, message.replace("{count}", str(count))) for field, reason, message in causes]
     assert [(c.get("field", "<nil>"), c["reason"], c["message"]) for c in status["details"]["causes"]] == expected

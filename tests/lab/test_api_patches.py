@@ -10,7 +10,7 @@ import pytest
 from kubernetes.client import ApiException
 from servers import SERVERS, make_pod
 
-from airflow_provider_dispatch.lab import manifests
+from airflow_provider_dispatch.lab.scenario import manifests
 
 TRAINER = ("trainer.kubeflow.org", "v1alpha1")
 KUEUE = ("kueue.x-k8s.io", "v1beta2")

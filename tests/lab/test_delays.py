@@ -1,4 +1,5 @@
-"""Requests held in flight (`lab.delays`): released, a held write is applied as sent; past kube-apiserver's request
+"""Requests held in flight (`lab.apiserver.delays`): released, a held write is applied as sent; past kube-apiserver's
+request
 timeout (60 s of lab time) it is answered 504 and not applied. Through the official client, at lab speed 0."""
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import kubernetes
 import pytest
 from kubernetes.client import ApiException
 
-from airflow_provider_dispatch.lab.delays import REQUEST_TIMEOUT_SECONDS, DelayRule, RequestDelays
+from airflow_provider_dispatch.lab.apiserver.delays import REQUEST_TIMEOUT_SECONDS, DelayRule, RequestDelays
 from airflow_provider_dispatch.lab.runtime import Lab
 
 AGENT = "slow-controller/1.0"

@@ -1,4 +1,4 @@
-"""The drill's chaos steps (`lab/drill.py`): they act through the API only, and only on the lab.
+"""The drill's chaos steps (`lab/scenario/drill.py`): they act through the API only, and only on the lab.
 
 The lab's `/version` carries its marker; a server that reports another gitCommit (here: the lab behind a
 middleware that answers as a real cluster would) is refused before anything is written, and so are bad
@@ -16,11 +16,11 @@ import pytest
 from aiohttp import web
 
 from airflow_provider_dispatch.dispatch.errors import InvalidNameError, RefusedError
-from airflow_provider_dispatch.lab import drill, manifests
-from airflow_provider_dispatch.lab.controllers.fencing import FENCE_AFTER_SECONDS
-from airflow_provider_dispatch.lab.controllers.kubelet_runs import STATE_ANNOTATION
-from airflow_provider_dispatch.lab.discovery import LAB_GIT_COMMIT
+from airflow_provider_dispatch.lab.apiserver.discovery import LAB_GIT_COMMIT
 from airflow_provider_dispatch.lab.runtime import Lab
+from airflow_provider_dispatch.lab.scenario import drill, manifests
+from airflow_provider_dispatch.lab.simulated.nodes.fencing import FENCE_AFTER_SECONDS
+from airflow_provider_dispatch.lab.simulated.nodes.kubelet_runs import STATE_ANNOTATION
 
 REAL_COMMIT = "0b1d3e7c2f6a4b8d9e0f1a2b3c4d5e6f7a8b9c0d"
 

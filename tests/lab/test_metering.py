@@ -1,4 +1,4 @@
-"""The lab's request/byte meter (`lab/metering.py`): every request counted, byte for byte, at `/lab/metrics`.
+"""The lab's request/byte meter (`lab/apiserver/metering.py`): every request counted, byte for byte, at `/lab/metrics`.
 
 Bytes are checked against a raw socket: what the test sends is what the meter must count as the request, and
 everything the server writes back until it closes the connection is what it must count as the response.
@@ -17,10 +17,10 @@ from urllib.parse import urlsplit
 import kubernetes
 import pytest
 
-from airflow_provider_dispatch.lab import manifests
-from airflow_provider_dispatch.lab.faults import FaultInjector, FaultRule
-from airflow_provider_dispatch.lab.metering import METRICS_PATH, Meter
+from airflow_provider_dispatch.lab.apiserver.faults import FaultInjector, FaultRule
+from airflow_provider_dispatch.lab.apiserver.metering import METRICS_PATH, Meter
 from airflow_provider_dispatch.lab.runtime import DEFAULT_TOKEN, Lab
+from airflow_provider_dispatch.lab.scenario import manifests
 
 
 @dataclass

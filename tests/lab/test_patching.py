@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_dispatch.lab.patching import (
+from airflow_provider_dispatch.lab.apiserver.registry.patching import (
     ATOMIC,
     ListSemantics,
     PatchError,

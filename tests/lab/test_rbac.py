@@ -21,12 +21,12 @@ import pytest
 from kubernetes.client import ApiException
 from servers import SERVERS
 
-from airflow_provider_dispatch.lab import manifests
-from airflow_provider_dispatch.lab.rbac_setup import IDENTITIES, LabRbac
+from airflow_provider_dispatch.lab.apiserver.auth.rbac_setup import IDENTITIES, LabRbac
 from airflow_provider_dispatch.lab.real import RealCluster
 from airflow_provider_dispatch.lab.real.cluster import write_kubeconfig as write_real_kubeconfig
 from airflow_provider_dispatch.lab.real.processes import wait_for
 from airflow_provider_dispatch.lab.runtime import Lab, write_kubeconfig
+from airflow_provider_dispatch.lab.scenario import manifests
 
 TRAINER = ("trainer.kubeflow.org", "v1alpha1")
 KUEUE = ("kueue.x-k8s.io", "v1beta2")

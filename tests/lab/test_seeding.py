@@ -1,4 +1,5 @@
-"""Bulk seeding (`lab/seeding.py`): objects from a template through the API server's own create and status path.
+"""Bulk seeding (`lab/apiserver/seeding.py`): objects from a template through the API server's own create and status
+path.
 
 A seeded pod must be exactly the pod a client's `POST` then `PUT .../status` leaves in the store, and bad input
 must be refused with a clear Status and nothing written (the store's revision does not move).
@@ -17,11 +18,11 @@ from typing import Any
 import kubernetes
 import pytest
 
-from airflow_provider_dispatch.lab import manifests
-from airflow_provider_dispatch.lab.auth import Decision, UserInfo
-from airflow_provider_dispatch.lab.requests import RequestInfo
+from airflow_provider_dispatch.lab.apiserver.auth.auth import Decision, UserInfo
+from airflow_provider_dispatch.lab.apiserver.requests import RequestInfo
+from airflow_provider_dispatch.lab.apiserver.seeding import SEED_PATH, BulkSeeder, render, seed_body
 from airflow_provider_dispatch.lab.runtime import DEFAULT_TOKEN, Lab
-from airflow_provider_dispatch.lab.seeding import SEED_PATH, BulkSeeder, render, seed_body
+from airflow_provider_dispatch.lab.scenario import manifests
 
 PODS = "/api/v1/namespaces/{ns}/pods"
 STATUS = {

@@ -10,7 +10,7 @@ from typing import Any
 import kubernetes
 import pytest
 
-from airflow_provider_dispatch.lab import tables
+from airflow_provider_dispatch.lab.apiserver import tables
 from airflow_provider_dispatch.lab.runtime import Lab
 
 TABLE = "application/json;as=Table;v=v1;g=meta.k8s.io"

@@ -1,4 +1,4 @@
-"""Differential: the lab's `kubectl get` Tables (`lab.tables`) against the real API server's (v1.36.3).
+"""Differential: the lab's `kubectl get` Tables (`lab.apiserver.tables`) against the real API server's (v1.36.3).
 
 For pods, nodes, jobs and events the real server's column definitions must equal the lab's, and the lab's printer,
 run on the very object the real server printed (`includeObject=Object` puts it in the row), must give the real
@@ -13,8 +13,8 @@ from typing import Any
 import kubernetes
 import pytest
 
-from airflow_provider_dispatch.lab import tables
-from airflow_provider_dispatch.lab.resources import default_registry
+from airflow_provider_dispatch.lab.apiserver import tables
+from airflow_provider_dispatch.lab.apiserver.registry.resources import default_registry
 from airflow_provider_dispatch.lab.runtime import Lab
 
 TABLE = "application/json;as=Table;v=v1;g=meta.k8s.io"

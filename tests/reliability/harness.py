@@ -12,7 +12,8 @@ A lab of its own rather than the session lab, for five reasons:
   `hostile` (a user who edits TrainJobs by hand); everyone may do everything, RBAC is the security tests' own;
 * the journal: every caller request after authentication, with its answer (status, resourceVersion, continue
   token), and the hooks: faults and other interference for callers' requests only;
-* the delays (`lab.delays`): controllers' requests held in flight and released later, or answered 504 unapplied
+* the delays (`lab.apiserver.delays`): controllers' requests held in flight and released later, or answered 504
+unapplied
   once kube-apiserver's request timeout (60 s of lab time) has passed; a held request is not work in flight for
   `settle()` (the lab is idle around it until the model releases it or time passes its deadline);
 * the ledger: a listener on the lab's store that sees every write as it is applied: each TrainJob change with
@@ -36,18 +37,18 @@ import kubernetes
 from aiohttp import web
 
 from airflow_provider_dispatch.dispatch import vocabulary as v
-from airflow_provider_dispatch.lab.auth import Decision, UserInfo
-from airflow_provider_dispatch.lab.cluster import ControllerFactory
-from airflow_provider_dispatch.lab.controllers import NODE_CONTROLLERS, WORKLOAD_CONTROLLERS
-from airflow_provider_dispatch.lab.delays import RequestDelays
-from airflow_provider_dispatch.lab.errors import ApiError
-from airflow_provider_dispatch.lab.faults import FaultInjector, FaultKind, FaultRule
-from airflow_provider_dispatch.lab.overlap import PodIdentity
-from airflow_provider_dispatch.lab.requests import RequestInfo
+from airflow_provider_dispatch.lab.apiserver.auth.auth import Decision, UserInfo
+from airflow_provider_dispatch.lab.apiserver.delays import RequestDelays
+from airflow_provider_dispatch.lab.apiserver.errors import ApiError
+from airflow_provider_dispatch.lab.apiserver.faults import FaultInjector, FaultKind, FaultRule
+from airflow_provider_dispatch.lab.apiserver.requests import RequestInfo
+from airflow_provider_dispatch.lab.apiserver.server import INFO_KEY, USER_KEY
+from airflow_provider_dispatch.lab.apiserver.storage.store import WatchEvent
 from airflow_provider_dispatch.lab.runtime import DEFAULT_TOKEN, Lab
-from airflow_provider_dispatch.lab.scenario import Scenario
-from airflow_provider_dispatch.lab.server import INFO_KEY, USER_KEY
-from airflow_provider_dispatch.lab.store import WatchEvent
+from airflow_provider_dispatch.lab.scenario.scenario import Scenario
+from airflow_provider_dispatch.lab.simulated.cluster import ControllerFactory
+from airflow_provider_dispatch.lab.simulated.controllers import NODE_CONTROLLERS, WORKLOAD_CONTROLLERS
+from airflow_provider_dispatch.lab.truth.overlap import PodIdentity
 
 Obj = dict[str, Any]
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -322,7 +323,7 @@ class WriteBarrier:
 
 @dataclass
 class FaultAt:
-    """The lab's own fault (`lab.faults`) on exactly the `index`-th request (0-based) of one user, or `lost`:
+    """The lab's own fault (`lab.apiserver.faults`) on exactly the `index`-th request (0-based) of one user, or `lost`:
     the request is applied and its answer lost. Counts that user's requests as they arrive."""
 
     user: str
@@ -480,7 +481,7 @@ class ReliabilityLab:
         self.journal = Journal()
         self.hooks = Hooks()
         self.delays = RequestDelays()
-        """The requests held in flight (`lab.delays`); its methods run on the lab's loop (`lab.call`)."""
+        """The requests held in flight (`lab.apiserver.delays`); its methods run on the lab's loop (`lab.call`)."""
         identities = Identities()
         self.lab = Lab(
             speed=speed,

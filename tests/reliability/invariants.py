@@ -6,7 +6,7 @@ execution it was created under. Overlaps of executions are checked two independe
 in one nor a hostile user who forges pod labels can hide an overlap:
 
 * by labels: the lab's overlap recorder groups processes by the (job id, submission, A) labels dispatch's
-  runtime patch puts on the pods (`lab/overlap.py`);
+  runtime patch puts on the pods (`lab/truth/overlap.py`);
 * by admission: each process's pod is attributed to the admission that preceded its creation in the store's
   one global order (the ledger's revisions). Pods of a held object are not created (it stays held until the
   write that admits it), so a pod created after admission k and before admission k+1 belongs to execution k,
@@ -40,7 +40,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from airflow_provider_dispatch.dispatch import vocabulary as v
-from airflow_provider_dispatch.lab.overlap import ProcessRecord
+from airflow_provider_dispatch.lab.truth.overlap import ProcessRecord
 
 from .callers import Outcome
 from .harness import ADMISSION_CONTROLLER, CALLERS, HOSTILE, KUEUE_USER, Call, PodCreated, TrainJobWrite

@@ -1,8 +1,8 @@
 """Kueue mode in the model: queued TrainJobs beside plain ones, Kueue, and dispatch's admission check controller.
 
-With the profile's `kueue` set, the lab also runs Kueue (`lab.controllers.kueue`), one ClusterQueue with a
+With the profile's `kueue` set, the lab also runs Kueue (`lab.simulated.kueue`), one ClusterQueue with a
 LocalQueue in the model's namespace and one AdmissionCheck of dispatch's controller, and the controller itself
-(`lab.controllers.admission_check.LabAdmissionController`, on the lab clock, as an identity of its own so that
+(`lab.simulated.kueue.admission_check.LabAdmissionController`, on the lab clock, as an identity of its own so that
 its writes are told apart). Odd-numbered TrainJobs carry the queue-name label: Kueue suspends and admits them,
 dispatch's callers hold and release them by deactivating and reactivating their Workloads (DESIGN §6), and the
 controller raises A once per Workload admission after the drain check.
@@ -13,7 +13,7 @@ The moves of this mode:
   it was making may or may not have been applied) and started again from nothing but the cluster's state a few
   steps later;
 * `preempt`: a queued TrainJob's Workload is evicted as Kueue's preemptor evicts it for a higher-priority
-  Workload (`KueueScenario.preempt`, reason `Preempted`, `lab/controllers/kueue/preemption.py`): Kueue suspends
+  Workload (`KueueScenario.preempt`, reason `Preempted`, `lab/simulated/kueue/preemption.py`): Kueue suspends
   the TrainJob, releases the quota once no Job is active (while pods may still terminate) and admits it again,
   through dispatch's check.
 
@@ -31,9 +31,9 @@ from kueue.support import RunningController
 
 from airflow_provider_dispatch.backoff import BackoffSchedule
 from airflow_provider_dispatch.kueue.controller import ControllerOptions
-from airflow_provider_dispatch.lab.cluster import ControllerFactory
-from airflow_provider_dispatch.lab.controllers.kueue import KUEUE_CONTROLLERS
-from airflow_provider_dispatch.lab.controllers.kueue.scenario import ScenarioError, SyncKueueScenario
+from airflow_provider_dispatch.lab.scenario.kueue import ScenarioError, SyncKueueScenario
+from airflow_provider_dispatch.lab.simulated.cluster import ControllerFactory
+from airflow_provider_dispatch.lab.simulated.kueue import KUEUE_CONTROLLERS
 
 from . import invariants
 from .callers import Outcome

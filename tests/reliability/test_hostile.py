@@ -24,7 +24,7 @@ import pytest
 from airflow_provider_dispatch.dispatch import vocabulary as v
 from airflow_provider_dispatch.dispatch.errors import PodsRemainError, SpecRejectedError
 from airflow_provider_dispatch.dispatch.evidence import DEFAULT_SETTLE_SECONDS
-from airflow_provider_dispatch.lab.overlap import Overlap
+from airflow_provider_dispatch.lab.truth.overlap import Overlap
 
 from .callers import Outcome
 from .harness import ReliabilityLab

@@ -158,7 +158,7 @@ def test_a_machine_rebooted_after_its_pod_was_deleted_does_not_run_it_again() ->
     """Found by the model (long run, seed 1014), shrunk: the operator fences a node (power off, taint), PodGC
     force-deletes its Terminating pod, dispatch admits execution 2, the machine is repaired and boots. The lab's
     kubelet started the deleted pod's container again from its own memory, beside execution 2; a real kubelet
-    knows its pods from the API server only (lab/controllers/kubelet.py `_reboot`, fixed)."""
+    knows its pods from the API server only (lab/simulated/nodes/kubelet.py `_reboot`, fixed)."""
     steps = [
         *RUNNING,
         Step.of("fence", host=0, effect="NoSchedule"),
@@ -207,7 +207,7 @@ def test_negative_control_h1_upstream_replacement_policy_runs_two_processes_of_o
     TerminatingOrFailed` (kubernetes `pkg/apis/batch/v1/defaults.go`): the Job controller counts the evicted,
     still Terminating pod as failed (`job_controller.go` `isPodFailed`) and, after the 10 s back-off, creates a
     pod for the same index on another node (`manageJob`: `terminating` is subtracted only when only failed pods
-    are replaced; the lab: `controllers/job_pods.py` `is_pod_failed`, `first_pending_indexes`, `job.py`
+    are replaced; the lab: `simulated/workloads/job_pods.py` `is_pod_failed`, `first_pending_indexes`, `job.py`
     `_manage`). Two processes of rank node/0/0 within execution 1, with no re-admission for dispatch to stop:
     both the lab's recorder and the model's own ledger report it. With `podReplacementPolicy: Failed` the
     Job waits for the pod to be Failed, which needs its node proven down: nothing overlaps."""
@@ -227,7 +227,7 @@ def test_negative_control_h1_upstream_replacement_policy_runs_two_processes_of_o
 def test_negative_control_h2_upstream_restarts_run_two_attempts_at_once() -> None:
     """Hazard H2 with the upstream default `restartStrategy: Recreate` (JobSet `jobset_controller.go`
     `deleteJobs` with Foreground propagation, then `constructJobsFromTemplate` creating every Job whose old object
-    is gone; the lab: `controllers/jobset.py` `_delete_jobs`, `jobset_jobs.py` `jobs_to_create`): the failed
+    is gone; the lab: `simulated/workloads/jobset.py` `_delete_jobs`, `jobset_jobs.py` `jobs_to_create`): the failed
     trainer Job is gone at once and is created again for restart attempt 1, while the launcher Job, held by its
     pod Terminating on the lost node, still runs attempt 0. Both checks see one execution run two restart
     attempts at once. `BlockingRecreate` creates nothing until every old Job is gone: nothing overlaps."""

@@ -33,10 +33,10 @@ from airflow_provider_dispatch.dispatch.errors import (
     PodsRemainError,
     RefusedError,
 )
-from airflow_provider_dispatch.lab import manifests
-from airflow_provider_dispatch.lab.auth import Authenticator, UserInfo
-from airflow_provider_dispatch.lab.rbac_setup import ADMIN_USER
+from airflow_provider_dispatch.lab.apiserver.auth.auth import Authenticator, UserInfo
+from airflow_provider_dispatch.lab.apiserver.auth.rbac_setup import ADMIN_USER
 from airflow_provider_dispatch.lab.runtime import Lab, write_kubeconfig
+from airflow_provider_dispatch.lab.scenario import manifests
 
 from .harness import Journal
 

@@ -1,11 +1,11 @@
-"""Slow controllers in the lab (lab/delays.py) as upstream's controllers meet them: what each does when its
+"""Slow controllers in the lab (lab/apiserver/delays.py) as upstream's controllers meet them: what each does when its
 request is held in the API server and then applied late, or abandoned after the request timeout."""
 
 from __future__ import annotations
 
 import kubernetes
 
-from airflow_provider_dispatch.lab.delays import DelayRule
+from airflow_provider_dispatch.lab.apiserver.delays import DelayRule
 
 from .harness import ReliabilityLab
 from .schedule import Step

@@ -19,7 +19,7 @@ The model's actors:
 * slow controllers (`delay`): the next request of one kind of one controller (the Job controller's pod
   creations, Trainer's server-side apply of the JobSet, JobSet's Job creations and updates, status writes, the
   kubelet's, the scheduler's bindings, the garbage collector's deletions) is held in the API server
-  (`lab.delays`) and released a few steps later, or answered 504 unapplied once 60 s of lab time passed;
+  (`lab.apiserver.delays`) and released a few steps later, or answered 504 unapplied once 60 s of lab time passed;
 * third parties: a person who removes labels from a pod (the usual way to take one out of its controller;
   `detach` also removes the Job's own selector labels, which makes the Job controller release the pod), who
   force-deletes pods (grace 0) of an object dispatch has held, who suspends a running TrainJob with a plain
@@ -61,14 +61,14 @@ from kubernetes.client import ApiException
 
 from airflow_provider_dispatch.dispatch import vocabulary as v
 from airflow_provider_dispatch.dispatch.errors import ForbiddenError
-from airflow_provider_dispatch.lab import manifests
+from airflow_provider_dispatch.lab.apiserver.delays import DelayRule
+from airflow_provider_dispatch.lab.apiserver.faults import FaultInjector, FaultRule
 from airflow_provider_dispatch.lab.client import ApiStatusError
 from airflow_provider_dispatch.lab.clock import parse_timestamp
-from airflow_provider_dispatch.lab.controllers import workload
-from airflow_provider_dispatch.lab.controllers.kubelet import MachineUnavailable
-from airflow_provider_dispatch.lab.delays import DelayRule
-from airflow_provider_dispatch.lab.faults import FaultInjector, FaultRule
-from airflow_provider_dispatch.lab.overlap import ProcessRecord
+from airflow_provider_dispatch.lab.scenario import manifests
+from airflow_provider_dispatch.lab.simulated.nodes import workload
+from airflow_provider_dispatch.lab.simulated.nodes.kubelet import MachineUnavailable
+from airflow_provider_dispatch.lab.truth.overlap import ProcessRecord
 
 from . import invariants
 from .callers import Callers, Outcome, PlannedCall
@@ -817,7 +817,7 @@ class World:
 
     def rule_delay(self, step: Step, outcomes: list[Outcome]) -> bool:
         """Hold the next request of one kind of one controller in the API server; release it `steps` steps
-        later, unless 60 s of lab time pass first (then it is answered 504 and not applied: `lab.delays`)."""
+        later, unless 60 s of lab time pass first (then it is answered 504 and not applied: `lab.apiserver.delays`)."""
         target = str(step.get("target"))
         agent, verbs, resources, subresource = DELAY_TARGETS[target]
         if target.startswith(("kueue", "admission-controller")) and self.kueue is None:
@@ -832,7 +832,7 @@ class World:
     def rule_stall(self, step: Step, outcomes: list[Outcome]) -> bool:
         """The workload controllers' writes queue in the API server for a while (API Priority and Fairness
         queueing their flow, a slow webhook): every write of the chosen controllers in the namespace is held
-        and released `steps` steps later, or answered 504 unapplied after 60 s of lab time (`lab.delays`).
+        and released `steps` steps later, or answered 504 unapplied after 60 s of lab time (`lab.apiserver.delays`).
         dispatch meanwhile sees what they last wrote."""
         controllers = STALLS[str(step.get("controllers"))]
         steps = max(int(step.get("steps")), 1)

@@ -46,7 +46,7 @@ from typing import Any, TypeVar
 
 import yaml
 
-from airflow_provider_dispatch.lab.rbac_setup import (
+from airflow_provider_dispatch.lab.apiserver.auth.rbac_setup import (
     ADMIN_USER,
     IDENTITIES,
     IDENTITY_NAMESPACE,

@@ -26,16 +26,16 @@ import contextlib
 import logging
 from typing import Any
 
-from airflow_provider_dispatch.lab import manifests
-from airflow_provider_dispatch.lab.admission import AdmissionChain
+from airflow_provider_dispatch.lab.apiserver.registry.admission import AdmissionChain
+from airflow_provider_dispatch.lab.apiserver.storage.store import WatchEvent
 from airflow_provider_dispatch.lab.client import Informer, LabClient
 from airflow_provider_dispatch.lab.clock import LabClock
-from airflow_provider_dispatch.lab.cluster import ClusterContext
-from airflow_provider_dispatch.lab.controllers.kubelet import CONNECTED, STATE_ANNOTATION, Kubelet, MachineState
-from airflow_provider_dispatch.lab.controllers.kubelet_manager import KubeletManager
 from airflow_provider_dispatch.lab.kinds import NODE, POD, TRAINJOB
-from airflow_provider_dispatch.lab.overlap import AdmissionLedger, OverlapRecorder
-from airflow_provider_dispatch.lab.store import WatchEvent
+from airflow_provider_dispatch.lab.scenario import manifests
+from airflow_provider_dispatch.lab.simulated.cluster import ClusterContext
+from airflow_provider_dispatch.lab.simulated.nodes.kubelet import CONNECTED, STATE_ANNOTATION, Kubelet, MachineState
+from airflow_provider_dispatch.lab.simulated.nodes.kubelet_manager import KubeletManager
+from airflow_provider_dispatch.lab.truth.overlap import AdmissionLedger, OverlapRecorder
 
 Obj = dict[str, Any]
 logger = logging.getLogger(__name__)

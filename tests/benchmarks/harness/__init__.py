@@ -3,8 +3,8 @@
 The pieces, each reusable by any benchmark (drain check cost, detection latency, triggerer capacity, ...):
 
 * `lab_process.LabProcess`: the lab (`benchmarks.harness.lab_launcher`) in a child process, so that the CPU and
-  memory a benchmark measures are the client's alone; with the lab's request/byte meter (`lab/metering.py`,
-  `GET /lab/metrics`) and bulk seeding (`lab/seeding.py`, `POST /lab/seed`), and the lab process's own CPU;
+  memory a benchmark measures are the client's alone; with the lab's request/byte meter (`lab/apiserver/metering.py`,
+  `GET /lab/metrics`) and bulk seeding (`lab/apiserver/seeding.py`, `POST /lab/seed`), and the lab process's own CPU;
 * `workers.run_worker` / `workers.serve`: run one measured case in a fresh Python process (JSON in, JSON out),
   so that no case inherits another's heap, caches or peak RSS;
 * `measure.measure`: client CPU (`time.process_time`), wall time, requests and bytes at the server, peak heap

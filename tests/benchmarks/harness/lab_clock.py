@@ -2,7 +2,7 @@
 
 A benchmark that measures a delay in lab time (a detection latency, a one-hour wait) must read the clock the
 simulated cluster runs on, which lives in the lab process. `ClockProbe` is a "controller" in the lab's sense
-(`lab/cluster.py` `ControllerFactory`, started with `LabProcess.start(controllers=[CLOCK_PROBE])`) that does
+(`lab/simulated/cluster.py` `ControllerFactory`, started with `LabProcess.start(controllers=[CLOCK_PROBE])`) that does
 nothing to the cluster: it serves the lab's `LabClock` on a loopback socket of its own, so that the API server's
 request path and meter never see these reads:
 
@@ -32,7 +32,7 @@ from typing import Final
 
 from aiohttp import web
 
-from airflow_provider_dispatch.lab.cluster import ClusterContext
+from airflow_provider_dispatch.lab.simulated.cluster import ClusterContext
 
 from .environment import scoped_env
 

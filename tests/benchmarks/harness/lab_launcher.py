@@ -2,8 +2,8 @@
 
 A benchmark measures a client's CPU time and memory, so the lab must not share the client's process (its event
 loop, its JSON encoding of 50,000 pods and its heap would be counted as the client's). This launcher runs the
-lab as `dispatch lab serve` does, plus the two lab-only paths benchmarks use: the meter (`lab/metering.py`,
-`GET /lab/metrics`, first among the middlewares so it sees every answer) and bulk seeding (`lab/seeding.py`,
+lab as `dispatch lab serve` does, plus the two lab-only paths benchmarks use: the meter (`lab/apiserver/metering.py`,
+`GET /lab/metrics`, first among the middlewares so it sees every answer) and bulk seeding (`lab/apiserver/seeding.py`,
 `POST /lab/seed`).
 
 Once the lab serves, one JSON line goes to stdout: `{"url", "kubeconfig", "token", "pid"}`. The lab stops when
@@ -11,7 +11,7 @@ its stdin closes (the parent exited or called `LabProcess.stop`), or on SIGTERM 
 
 Options: `--kubeconfig PATH` (required), `--speed` (lab time per wall second, default 100), `--rbac` (the lab's
 RBAC identities instead of an allow-all lab), and `--controller module:factory`, repeatable, for benchmarks
-that need the simulated cluster (each a `ControllerFactory` of `lab/cluster.py`).
+that need the simulated cluster (each a `ControllerFactory` of `lab/simulated/cluster.py`).
 """
 
 from __future__ import annotations
@@ -29,10 +29,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import cast
 
-from airflow_provider_dispatch.lab.cluster import ControllerFactory
-from airflow_provider_dispatch.lab.metering import Meter
+from airflow_provider_dispatch.lab.apiserver.metering import Meter
+from airflow_provider_dispatch.lab.apiserver.seeding import BulkSeeder
 from airflow_provider_dispatch.lab.runtime import DEFAULT_TOKEN, AsyncLab
-from airflow_provider_dispatch.lab.seeding import BulkSeeder
+from airflow_provider_dispatch.lab.simulated.cluster import ControllerFactory
 
 
 def controller_factory(spec: str) -> ControllerFactory:

@@ -30,8 +30,8 @@ from typing import IO, Any
 
 import psutil
 
-from airflow_provider_dispatch.lab.metering import METRICS_PATH
-from airflow_provider_dispatch.lab.seeding import SEED_PATH, seed_body
+from airflow_provider_dispatch.lab.apiserver.metering import METRICS_PATH
+from airflow_provider_dispatch.lab.apiserver.seeding import SEED_PATH, seed_body
 
 from .meter import MeterReading, Traffic
 from .workers import python_env
@@ -100,7 +100,7 @@ class LabEndpoint:
         group_size: int = 1,
         chunk: int = 5000,
     ) -> int:
-        """Create `count` objects from `template` (`lab/seeding.py`), in requests of at most `chunk` objects;
+        """Create `count` objects from `template` (`lab/apiserver/seeding.py`), in requests of at most `chunk` objects;
         returns the store's resourceVersion after the last."""
         revision = 0
         for offset in range(0, count, chunk):

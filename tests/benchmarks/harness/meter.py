@@ -1,4 +1,5 @@
-"""Requests and bytes as the lab's meter counts them (`lab/metering.py`), read and subtracted on the client side.
+"""Requests and bytes as the lab's meter counts them (`lab/apiserver/metering.py`), read and subtracted on the client
+side.
 
 The meter's counters only grow; what one measured call cost is the difference between a reading taken just
 before it and one just after, with nothing else talking to the lab meanwhile (a benchmark runs one case at a
@@ -12,7 +13,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from airflow_provider_dispatch.lab.metering import METRICS_KIND
+from airflow_provider_dispatch.lab.apiserver.metering import METRICS_KIND
 
 
 @dataclass(frozen=True)
