@@ -294,11 +294,18 @@ def _silent(rng: random.Random) -> Step:
     return Step.of(rng.choice(("lose", "freeze")), focus=True)
 
 
+#: lab seconds a story lets pass at its end so that the processes it left stopping have stopped (the kubelet stops
+#: them within the world's 30 s grace): the drawn steps that follow then meet no process in its last seconds on a
+#: Ready node, which a force deletion and a release could overlap (outside the promise: docs/reliability.md)
+STOPPED = 35
+
+
 def _fenced(rng: random.Random) -> Step:
     """The operator's procedure for the silent node (machine off, then the out-of-service taint: k8s-apis §5.4).
-    It ends the stories whose pods were force-deleted there: a partition that heals instead returns a kubelet
-    that stops them only then, within their grace, which dispatch cannot see (docs/reliability.md, what a
-    person with rights over pods can still do; `schedules/outside/force-deleted-then-node-returned.json`)."""
+    It ends the stories that leave pods on a silent node: a partition that heals instead returns a kubelet that
+    stops them only then, within their grace, which dispatch cannot see once their objects were force-deleted
+    (docs/reliability.md, what a person with rights over pods can still do;
+    `schedules/outside/force-deleted-then-node-returned.json`)."""
     return Step.of("fence", focus=True, effect=rng.choice(FENCE_EFFECTS))
 
 
@@ -358,12 +365,16 @@ def story_relabelled_then_silent(rng: random.Random) -> list[Step]:
         _hold(rng),
         Step.of("advance", seconds=PAST_THE_SETTLE),
         _release(rng),
+        _fenced(rng),
     ]
 
 
 def story_failure_recovery(rng: random.Random) -> list[Step]:
     """Kueue's failure recovery on a pod of a held execution stuck on an unreachable node (`failure_recovery`:
-    Failed after a minute, without proof that its containers stopped), then a release after the settle."""
+    Failed after a minute, without proof that its containers stopped), then a release after the settle. Then the
+    partition heals (`recover` of a lost machine: its processes ran on), someone taints the node, now Ready,
+    `out-of-service` by mistake, and a release follows at once, while the kubelet, back, is still stopping the
+    processes of the pods it finds deleted."""
     return [
         *_story_pod(rng),
         Step.of("lose", focus=True),
@@ -371,6 +382,10 @@ def story_failure_recovery(rng: random.Random) -> list[Step]:
         Step.of("failure_recovery", obj=STORY_OBJECT, pick=0, focus=True),
         Step.of("advance", seconds=PAST_THE_SETTLE),
         _release(rng),
+        Step.of("recover", focus=True),
+        Step.of("mistaken_taint", focus=True, effect=rng.choice(TAINT_EFFECTS)),
+        _release(rng),
+        Step.of("advance", seconds=STOPPED),
     ]
 
 
@@ -387,21 +402,53 @@ def story_slow_stop_relabelled_after_the_hold(rng: random.Random) -> list[Step]:
         Step.of("relabel", obj=STORY_OBJECT, pick=0, variant="all", focus=True),
         Step.of("advance", seconds=PAST_THE_SETTLE),
         _release(rng),
+        Step.of("advance", seconds=SLOW_STOP_SECONDS - PAST_THE_SETTLE + 5),
     ]
 
 
-def story_templated_name(rng: random.Random) -> list[Step]:
-    """A DAG's templated reference or job id rendered from a user's input (`crafted_name`): a name that is not one
-    token of its grammar, which must be refused before any request. One step of no lab time: the rule draws it
-    at weight 1 of 91, and CI's first 8 schedules happen to draw it none."""
+def story_partitioned_on_an_upstream_runtime(rng: random.Random) -> list[Step]:
+    """Hazard H1 (issue 15 class 5), in a world whose last TrainJob runs on a runtime with upstream's
+    `podReplacementPolicy` and no failure policy (story parameters): its releases, which the runtime policy must
+    refuse; if one admits, a partition of a node of its execution for 400 s (taint eviction after the 300 s
+    toleration, then the Job controller's replacement beside the evicted pod)."""
+    last = {"obj": LAST_OBJECT}
     return [
-        Step.of(
-            "crafted_name",
-            caller=rng.choice(WRITERS),
-            operation=rng.choice(CRAFTED_OPERATIONS),
-            pick=rng.randrange(16),
-        )
+        Step.of("release", **last, callers=(rng.choice(WRITERS),), race=False),
+        Step.of("advance", seconds=1),
+        Step.of("release", **last, callers=(rng.choice(WRITERS),), race=False),
+        Step.of("advance", seconds=5),
+        Step.of("focus", **last, pick=rng.randrange(16)),
+        Step.of("partition", focus=True, seconds=400),
     ]
+
+
+def story_restarted_beside_a_lost_node(rng: random.Random) -> list[Step]:
+    """Hazard H2 (issue 15 class 6), in a world whose last TrainJob runs on a runtime with two replicated jobs, a
+    failure policy and upstream's `restartStrategy` (`Recreate`; story parameters): its releases, which the
+    runtime policy must refuse; if one admits, the launcher's node is cut off and the trainer's process fails,
+    so that the JobSet restarts while the old launcher Job is held by its pod Terminating on the lost node."""
+    last = {"obj": LAST_OBJECT}
+    return [
+        Step.of("release", **last, callers=(rng.choice(WRITERS),), race=False),
+        Step.of("advance", seconds=1),
+        Step.of("release", **last, callers=(rng.choice(WRITERS),), race=False),
+        Step.of("advance", seconds=5),
+        Step.of("focus", **last, pick=0, rjob="launcher"),
+        Step.of("lose", focus=True),
+        Step.of("fail", **last, pick=rng.randrange(16), rjob="node"),
+        Step.of("advance", seconds=20),
+        Step.of("advance", seconds=20),
+    ]
+
+
+def templated_name(rng: random.Random) -> Step:
+    """A DAG's templated reference or job id rendered from a user's input (`crafted_name`): a name that is not one
+    token of its grammar, which must be refused before any request. Every schedule's story is followed by one:
+    the rule is drawn at weight 1 of 91, and CI's first 8 schedules happen to draw it none. It costs no lab time
+    and no request."""
+    return Step.of(
+        "crafted_name", caller=rng.choice(WRITERS), operation=rng.choice(CRAFTED_OPERATIONS), pick=rng.randrange(16)
+    )
 
 
 #: the grace period (terminationGracePeriodSeconds) of a world whose story needs pods that outlive the settle on
@@ -418,14 +465,24 @@ STORIES: Mapping[str, Callable[[random.Random], list[Step]]] = {
     "relabelled-then-silent": story_relabelled_then_silent,
     "failure-recovery": story_failure_recovery,
     "slow-stop-relabelled-after-the-hold": story_slow_stop_relabelled_after_the_hold,
-    "templated-name": story_templated_name,
+    "partitioned-on-an-upstream-runtime": story_partitioned_on_an_upstream_runtime,
+    "restarted-beside-a-lost-node": story_restarted_beside_a_lost_node,
 }
 #: world parameters a story needs (world_parameters draws grace_seconds 30 for every world)
 STORY_PARAMETERS: Mapping[str, Mapping[str, Any]] = {
     "slow-stop-relabelled-after-the-hold": {"grace_seconds": LONG_GRACE},
+    "partitioned-on-an-upstream-runtime": {"unsafe_object": True, "unsafe_risk": "pod-replacement"},
+    "restarted-beside-a-lost-node": {
+        "unsafe_object": True,
+        "unsafe_risk": "jobset-restart",
+        "failure_policy": True,
+        "replicated_jobs": 2,
+    },
 }
 #: the TrainJob stories act on: the first (the last may run on the unsafe runtime, odd ones are queued in Kueue mode)
 STORY_OBJECT = 0
+#: the last TrainJob of a world of two (the CI profile's), the one `unsafe_object` puts on upstream's runtime
+LAST_OBJECT = 1
 
 
 def story_of(seed: int) -> tuple[str, random.Random]:
@@ -445,13 +502,13 @@ def story_parameters(seed: int, profile: Profile) -> dict[str, Any]:
 
 def tell_story(seed: int, steps: list[Step], profile: Profile) -> list[Step]:
     """`steps` with the seed's story inserted, whole, right after the opening steps (where its TrainJob was just
-    opened on Ready nodes, so that its preconditions hold; the drawn steps then act on the world it leaves);
-    unchanged when the profile tells no stories."""
+    opened on Ready nodes, so that its preconditions hold; the drawn steps then act on the world it leaves), then
+    a `templated_name`; unchanged when the profile tells no stories."""
     if not profile.stories:
         return steps
     name, rng = story_of(seed)
     at = profile.objects
-    return [*steps[:at], *STORIES[name](rng), *steps[at:]]
+    return [*steps[:at], *STORIES[name](rng), templated_name(rng), *steps[at:]]
 
 
 def world_parameters(seed: int) -> dict[str, Any]:

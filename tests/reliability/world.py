@@ -258,7 +258,15 @@ class World:
         self.custom.create_cluster_custom_object(*TRAINER, "clustertrainingruntimes", self.runtime_manifest())
         unsafe = bool(self.params.get("unsafe_object", False)) and self.objects_count >= 2
         if unsafe:
-            upstream = self.runtime_manifest(UNSAFE_RUNTIME, safe=False)
+            # upstream's defaults; a story may keep one of the two safe settings (`unsafe_risk`), so that only the
+            # other risk's check stands between the runtime and an admission
+            risk = str(self.params.get("unsafe_risk", "both"))
+            upstream = self.runtime_manifest(
+                UNSAFE_RUNTIME,
+                safe=False,
+                keep_replacement=risk == "jobset-restart",
+                keep_restart=risk == "pod-replacement",
+            )
             self.custom.create_cluster_custom_object(*TRAINER, "clustertrainingruntimes", upstream)
         for _ in range(self.profile_nodes):
             self._add_node()
@@ -279,10 +287,18 @@ class World:
         self.rlab.settle()
         return self
 
-    def runtime_manifest(self, name: str = RUNTIME, *, safe: bool | None = None) -> Obj:
+    def runtime_manifest(
+        self,
+        name: str = RUNTIME,
+        *,
+        safe: bool | None = None,
+        keep_replacement: bool = False,
+        keep_restart: bool = False,
+    ) -> Obj:
         """The world's ClusterTrainingRuntime (module docstring): one or two replicated jobs, a failure policy
         with restarts or none, and the Job settings of the profile's runtime (`safe` or `upstream`), or of
-        `safe` when given."""
+        `safe` when given; an unsafe one keeps `podReplacementPolicy: Failed` (`keep_replacement`) or
+        `restartStrategy: BlockingRecreate` (`keep_restart`) when told."""
         safe = self.runtime == "safe" if safe is None else safe
         runtime = manifests.cluster_training_runtime(
             name, grace_seconds=self.params["grace_seconds"], pod_replacement_policy=None
@@ -296,7 +312,7 @@ class World:
         restarts = bool(self.params.get("failure_policy", False))
         for job in spec["replicatedJobs"]:
             job_spec = job["template"]["spec"]
-            if safe:
+            if safe or keep_replacement:
                 job_spec["podReplacementPolicy"] = "Failed"
             if restarts:
                 job_spec["backoffLimit"] = 0  # a failing process fails its Job: the JobSet restarts
@@ -305,7 +321,7 @@ class World:
             }
         if restarts:
             policy: Obj = {"maxRestarts": 3}
-            if safe:
+            if safe or keep_restart:
                 policy["restartStrategy"] = "BlockingRecreate"
             spec["failurePolicy"] = policy
         return runtime
@@ -878,8 +894,9 @@ class World:
 
     def rule_focus(self, step: Step, outcomes: list[Outcome]) -> bool:
         """No cluster action: the story's steps that follow (`focus=True`) act on this running process of the
-        object (its pod, its node), as a person acts on the pod they look at (schedule.STORIES)."""
-        running = [p for p in self._running(self._obj(step)) if p.pod]
+        object (of replicated job `rjob`, when given) (its pod, its node), as a person acts on the pod they look
+        at (schedule.STORIES)."""
+        running = [p for p in self._running(self._obj(step), step.get("rjob")) if p.pod]
         if not running:
             self.focus = None
             return False
