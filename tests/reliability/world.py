@@ -52,7 +52,7 @@ from __future__ import annotations
 
 import copy
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -353,7 +353,10 @@ class World:
         released = self._tick_delays()
         if self.kueue is not None:
             self.kueue.tick(self)
-        done = False if step.get("focus") and self.focus is None else rule(step, outcomes)
+        focus = step.get("focus")
+        if isinstance(focus, tuple):  # a story's first step about one pod names it (stories._look)
+            self.look(*focus)
+        done = False if focus and self.focus is None else rule(step, outcomes)
         self.stats[f"drawn {step.rule}"] += 1
         self.stats["steps"] += 1
         self.stats["steps skipped" if done is False else f"rule {step.rule}"] += 1
@@ -892,16 +895,17 @@ class World:
             return pods
         return [pods[int(step.get("pick", 0)) % len(pods)]]
 
+    def look(self, obj: int, pick: int, rjob: str | None = None) -> bool:
+        """The process a story is about: a running one of object `obj` (of replicated job `rjob`, when given);
+        the story's steps with `focus` act on it (its pod, its node), as a person acts on the pod they look at
+        (stories.py). None when nothing runs: those steps are then skipped."""
+        running = [p for p in self._running(self.objects[obj % len(self.objects)], rjob) if p.pod]
+        self.focus = running[pick % len(running)] if running else None
+        return self.focus is not None
+
     def rule_focus(self, step: Step, outcomes: list[Outcome]) -> bool:
-        """No cluster action: the story's steps that follow (`focus=True`) act on this running process of the
-        object (of replicated job `rjob`, when given) (its pod, its node), as a person acts on the pod they look
-        at (schedule.STORIES)."""
-        running = [p for p in self._running(self._obj(step), step.get("rjob")) if p.pod]
-        if not running:
-            self.focus = None
-            return False
-        self.focus = running[int(step.get("pick", 0)) % len(running)]
-        return True
+        """No cluster action: `look` at a running process of the object (saved schedules name it so)."""
+        return self.look(int(step.get("obj", 0)), int(step.get("pick", 0)), step.get("rjob"))
 
     def rule_relabel(self, step: Step, outcomes: list[Outcome]) -> bool:
         """A person removes labels from one of the object's pods (to take it out of its controller and look at
@@ -917,21 +921,18 @@ class World:
         pods = self._focused(step, pods)
         if not pods:
             return False
-        done = False
-        for pod in self._chosen(step, pods):
+
+        def remove(pod: Obj) -> None:
             present = [key for key in RELABEL_KEYS[variant] if key in (pod["metadata"].get("labels") or {})]
-            if not present:
-                continue
             patch = {"metadata": {"labels": dict.fromkeys(present)}}
-            try:
-                self.hostile_core.patch_namespaced_pod(pod["metadata"]["name"], NAMESPACE, patch)
-            except ApiException as error:
-                if error.status != 404:
-                    raise
-                continue
-            self.stats[f"relabel {variant}"] += 1
-            done = True
-        return done
+            self.hostile_core.patch_namespaced_pod(pod["metadata"]["name"], NAMESPACE, patch)
+
+        labelled = [
+            p for p in self._chosen(step, pods) if set(RELABEL_KEYS[variant]) & set(p["metadata"].get("labels") or {})
+        ]
+        done = _on_each(labelled, remove)
+        self.stats[f"relabel {variant}"] += done
+        return done > 0
 
     def rule_force_delete(self, step: Step, outcomes: list[Outcome]) -> bool:
         """A person force-deletes one of the object's pods (grace 0), after dispatch held the object's current
@@ -966,17 +967,13 @@ class World:
                 if p["metadata"].get("deletionTimestamp") and (p.get("spec") or {}).get("nodeName") in silent
             ]
         pods = self._focused(step, pods)
-        done = False
-        for pod in self._chosen(step, pods):
-            try:
-                self.hostile_core.delete_namespaced_pod(pod["metadata"]["name"], NAMESPACE, grace_period_seconds=0)
-            except ApiException as error:
-                if error.status != 404:
-                    raise
-                continue
-            self.stats["force deletions (stuck pods)" if stuck else "force deletions"] += 1
-            done = True
-        return done
+
+        def delete(pod: Obj) -> None:
+            self.hostile_core.delete_namespaced_pod(pod["metadata"]["name"], NAMESPACE, grace_period_seconds=0)
+
+        done = _on_each(self._chosen(step, pods), delete)
+        self.stats["force deletions (stuck pods)" if stuck else "force deletions"] += done
+        return done > 0
 
     def rule_crafted_name(self, step: Step, outcomes: list[Outcome]) -> bool:
         """A caller is given a crafted name (a DAG's templated value, a user's input): dispatch must refuse it
@@ -1042,17 +1039,15 @@ class World:
             "message": "Pod forcefully terminated after 60s grace period due to unreachable node",
         }
         body = {"status": {"phase": "Failed", "conditions": [condition]}}
-        done = False
-        for pod in self._chosen(step, eligible):  # upstream marks every eligible pod; a story needs all of one node's
-            try:
-                self.core.patch_namespaced_pod_status(pod["metadata"]["name"], NAMESPACE, body)
-            except ApiException as error:
-                if error.status != 404:
-                    raise
-                continue
-            self.stats["pods marked Failed by failure recovery"] += 1
-            done = True
-        return done
+
+        def mark(pod: Obj) -> None:
+            self.core.patch_namespaced_pod_status(pod["metadata"]["name"], NAMESPACE, body)
+
+        done = _on_each(
+            self._chosen(step, eligible), mark
+        )  # upstream marks every eligible pod: a story, all of a node's
+        self.stats["pods marked Failed by failure recovery"] += done
+        return done > 0
 
     def rule_slow_stop(self, step: Step, outcomes: list[Outcome]) -> bool:
         """One running process will take this long to stop after SIGTERM (a checkpoint to flush; beyond the
@@ -1227,6 +1222,21 @@ CRAFTED_NAMES = (
 )
 #: job ids that are not label values (a label value may have capitals and dots: those are valid)
 CRAFTED_JOB_IDS = ("job-a,x", "job a", "job-a\n", "-job-a", "job=a", "job-a!", "", "x" * 64)
+
+
+def _on_each(pods: Iterable[Obj], act: Callable[[Obj], None]) -> int:
+    """`act` on each pod, as a person would one after the other; a pod gone meanwhile (404) is passed over.
+    Returns how many it acted on."""
+    done = 0
+    for pod in pods:
+        try:
+            act(pod)
+        except ApiException as error:
+            if error.status != 404:
+                raise
+            continue
+        done += 1
+    return done
 
 
 def _is_ready(node: Any) -> bool:
