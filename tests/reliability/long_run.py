@@ -34,7 +34,8 @@ if __package__ in (None, ""):  # run as a script: make `reliability` importable 
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from reliability.runner import RunReport, ScheduleReport, run_schedule
-from reliability.schedule import RULES, Profile, Step, generate
+from reliability.schedule import RULES, Profile, Step
+from reliability.stories import schedule_of, story_parameters
 
 
 def _one(seed: int, profile: Profile, params: dict[str, Any] | None = None) -> ScheduleReport:
@@ -209,7 +210,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     failures = run.failures
     if failures and (args.shrink or args.save):
         first = failures[0]
-        steps = generate(first.seed, profile)[: first.executed]
+        steps = schedule_of(first.seed, profile)[: first.executed]
+        params = {**story_parameters(first.seed, profile), **(params or {})} or None  # the saved steps' world
         if args.shrink:
             steps = shrink(first.seed, profile, steps, params, anchored(args.keep))
         print(f"seed {first.seed}, {len(steps)} steps:")

@@ -14,7 +14,8 @@ from typing import Any
 
 from . import kueue_mode
 from .harness import CLUSTER, ReliabilityLab
-from .schedule import Profile, Step, generate, world_parameters
+from .schedule import Profile, Step, world_parameters
+from .stories import schedule_of, story_parameters
 from .world import NAMESPACE, World
 
 
@@ -56,9 +57,9 @@ def run_schedule(
     stop_at_violation: bool = True,
     params: Mapping[str, Any] | None = None,
 ) -> ScheduleReport:
-    """Run one schedule (its own steps, or `generate(seed, profile)`) in a fresh lab; never raises on a
-    violation, which the report carries."""
-    planned = list(steps) if steps is not None else generate(seed, profile)
+    """Run one schedule (its own steps, or `schedule_of(seed, profile)` in a world with its story's parameters) in a
+    fresh lab; never raises on a violation, which the report carries."""
+    planned = list(steps) if steps is not None else schedule_of(seed, profile)
     report = ScheduleReport(seed, planned)
     started = time.monotonic()
     with ReliabilityLab(controllers=kueue_mode.CONTROLLERS if profile.kueue else CLUSTER) as rlab:
@@ -67,7 +68,7 @@ def run_schedule(
             rlab,
             profile.nodes,
             profile.objects,
-            {**world_parameters(seed), **(params or {})},
+            {**world_parameters(seed), **(story_parameters(seed, profile) if steps is None else {}), **(params or {})},
             runtime=profile.runtime,
             accept_risks=profile.accept_risks,
             kueue=kueue_mode.KueueMode() if profile.kueue else None,

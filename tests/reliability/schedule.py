@@ -146,6 +146,9 @@ class Profile:
     accept_risks: bool = False
     """The callers accept both runtime risks: the negative controls of hazards H1 and H2 (test_model.py)."""
     weights: Mapping[str, float] = field(default_factory=lambda: dict(RULES))
+    stories: bool = True
+    """Insert the seed's story (`stories.STORIES`) into its schedule: `profile.steps` drawn steps plus the
+    story's."""
 
     def rules(self) -> dict[str, float]:
         rules = dict(self.weights)
@@ -225,7 +228,9 @@ def _args(rule: str, rng: random.Random, profile: Profile, previous: int) -> dic
         return {"controllers": rng.choice(STALL_CHOICES), "steps": rng.choice(DELAY_STEPS[:4])}
     if rule == "relabel":
         return {"obj": obj, "pick": rng.randrange(16), "variant": rng.choice(RELABEL_VARIANTS)}
-    if rule in ("force_delete", "force_delete_stuck", "failure_recovery"):
+    if rule == "force_delete_stuck":
+        return {"obj": obj, "pick": rng.randrange(16), "seen": True}  # draws nothing: the draws stay as they were
+    if rule in ("force_delete", "failure_recovery"):
         return {"obj": obj, "pick": rng.randrange(16)}
     if rule == "partition":
         return {"node": node, "seconds": rng.choice(PARTITION_SECONDS)}
@@ -235,7 +240,8 @@ def _args(rule: str, rng: random.Random, profile: Profile, previous: int) -> dic
 
 
 def generate(seed: int, profile: Profile) -> list[Step]:
-    """The schedule of `seed`: `profile.steps` steps, each a rule drawn by weight with its parameters."""
+    """The drawn steps of `seed`: `profile.steps` steps, each a rule drawn by weight with its parameters (the
+    schedule adds the seed's story: `stories.schedule_of`)."""
     rng = random.Random(seed)
     rules = profile.rules()
     names = sorted(rules)

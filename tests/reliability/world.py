@@ -52,7 +52,7 @@ from __future__ import annotations
 
 import copy
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -240,6 +240,8 @@ class World:
     """The callers accept both runtime risks (DESIGN §3.7): only the negative controls of hazards H1 and H2,
     which must show what dispatch admits on upstream's defaults when a platform team accepts them."""
     pending: list[PendingDelay] = field(default_factory=list)
+    focus: ProcessRecord | None = None
+    """The process a story is about (`rule_focus`); the story's steps with `focus=True` act on its pod or node."""
     _checked_writes: int = 0
     _checked_admissions: int = 0
     _callers: Callers | None = None
@@ -256,7 +258,15 @@ class World:
         self.custom.create_cluster_custom_object(*TRAINER, "clustertrainingruntimes", self.runtime_manifest())
         unsafe = bool(self.params.get("unsafe_object", False)) and self.objects_count >= 2
         if unsafe:
-            upstream = self.runtime_manifest(UNSAFE_RUNTIME, safe=False)
+            # upstream's defaults; a story may keep one of the two safe settings (`unsafe_risk`), so that only the
+            # other risk's check stands between the runtime and an admission
+            risk = str(self.params.get("unsafe_risk", "both"))
+            upstream = self.runtime_manifest(
+                UNSAFE_RUNTIME,
+                safe=False,
+                keep_replacement=risk == "jobset-restart",
+                keep_restart=risk == "pod-replacement",
+            )
             self.custom.create_cluster_custom_object(*TRAINER, "clustertrainingruntimes", upstream)
         for _ in range(self.profile_nodes):
             self._add_node()
@@ -277,10 +287,18 @@ class World:
         self.rlab.settle()
         return self
 
-    def runtime_manifest(self, name: str = RUNTIME, *, safe: bool | None = None) -> Obj:
+    def runtime_manifest(
+        self,
+        name: str = RUNTIME,
+        *,
+        safe: bool | None = None,
+        keep_replacement: bool = False,
+        keep_restart: bool = False,
+    ) -> Obj:
         """The world's ClusterTrainingRuntime (module docstring): one or two replicated jobs, a failure policy
         with restarts or none, and the Job settings of the profile's runtime (`safe` or `upstream`), or of
-        `safe` when given."""
+        `safe` when given; an unsafe one keeps `podReplacementPolicy: Failed` (`keep_replacement`) or
+        `restartStrategy: BlockingRecreate` (`keep_restart`) when told."""
         safe = self.runtime == "safe" if safe is None else safe
         runtime = manifests.cluster_training_runtime(
             name, grace_seconds=self.params["grace_seconds"], pod_replacement_policy=None
@@ -294,7 +312,7 @@ class World:
         restarts = bool(self.params.get("failure_policy", False))
         for job in spec["replicatedJobs"]:
             job_spec = job["template"]["spec"]
-            if safe:
+            if safe or keep_replacement:
                 job_spec["podReplacementPolicy"] = "Failed"
             if restarts:
                 job_spec["backoffLimit"] = 0  # a failing process fails its Job: the JobSet restarts
@@ -303,7 +321,7 @@ class World:
             }
         if restarts:
             policy: Obj = {"maxRestarts": 3}
-            if safe:
+            if safe or keep_restart:
                 policy["restartStrategy"] = "BlockingRecreate"
             spec["failurePolicy"] = policy
         return runtime
@@ -335,7 +353,10 @@ class World:
         released = self._tick_delays()
         if self.kueue is not None:
             self.kueue.tick(self)
-        done = rule(step, outcomes)
+        focus = step.get("focus")
+        if isinstance(focus, tuple):  # a story's first step about one pod names it (stories._look)
+            self.look(*focus)
+        done = False if focus and self.focus is None else rule(step, outcomes)
         self.stats[f"drawn {step.rule}"] += 1
         self.stats["steps"] += 1
         self.stats["steps skipped" if done is False else f"rule {step.rule}"] += 1
@@ -584,7 +605,11 @@ class World:
     def _node(self, step: Step) -> NodeModel:
         """Node `node` (an index, modulo the nodes there are), or with `host=i` the node that runs object i's
         first process (of replicated job `rjob`, when given) (for directed schedules, which cannot know where the
-        scheduler put a pod)."""
+        scheduler put a pod), or with `focus` the node of the story's process (`rule_focus`)."""
+        if step.get("focus") and self.focus is not None:
+            focused = [n for n in self.nodes if n.name == self.focus.node]
+            if focused:
+                return focused[0]
         host = step.get("host")
         if host is not None:
             running = self._running(self.objects[int(host) % len(self.objects)], step.get("rjob"))
@@ -855,6 +880,33 @@ class World:
         ]
         return sorted(pods, key=lambda p: str(p["metadata"]["name"]))
 
+    def _focused(self, step: Step, pods: list[Obj]) -> list[Obj]:
+        """`pods`, or with `focus` those on the node of the story's process (`rule_focus`): a person who deals
+        with a node's trouble deals with every pod of the TrainJob there (`kubectl ... --field-selector
+        spec.nodeName=...`)."""
+        if not step.get("focus"):
+            return pods
+        node = self.focus.node if self.focus is not None else None
+        return [p for p in pods if (p.get("spec") or {}).get("nodeName") == node]
+
+    def _chosen(self, step: Step, pods: list[Obj]) -> list[Obj]:
+        """The pods a person acts on: with `focus` every one of `pods`, else the one `pick` names."""
+        if step.get("focus") or not pods:
+            return pods
+        return [pods[int(step.get("pick", 0)) % len(pods)]]
+
+    def look(self, obj: int, pick: int, rjob: str | None = None) -> bool:
+        """The process a story is about: a running one of object `obj` (of replicated job `rjob`, when given);
+        the story's steps with `focus` act on it (its pod, its node), as a person acts on the pod they look at
+        (stories.py). None when nothing runs: those steps are then skipped."""
+        running = [p for p in self._running(self.objects[obj % len(self.objects)], rjob) if p.pod]
+        self.focus = running[pick % len(running)] if running else None
+        return self.focus is not None
+
+    def rule_focus(self, step: Step, outcomes: list[Outcome]) -> bool:
+        """No cluster action: `look` at a running process of the object (saved schedules name it so)."""
+        return self.look(int(step.get("obj", 0)), int(step.get("pick", 0)), step.get("rjob"))
+
     def rule_relabel(self, step: Step, outcomes: list[Outcome]) -> bool:
         """A person removes labels from one of the object's pods (to take it out of its controller and look at
         it). `detach` also removes the Job's selector labels, so the Job controller releases the pod; a person
@@ -866,21 +918,21 @@ class World:
         pods = self._pods(obj)
         if variant == "detach":
             pods = [p for p in pods if p["metadata"].get("deletionTimestamp") and obj.suspended is True]
+        pods = self._focused(step, pods)
         if not pods:
             return False
-        pod = pods[int(step.get("pick", 0)) % len(pods)]
-        present = [key for key in RELABEL_KEYS[variant] if key in (pod["metadata"].get("labels") or {})]
-        if not present:
-            return False
-        patch = {"metadata": {"labels": dict.fromkeys(present)}}
-        try:
+
+        def remove(pod: Obj) -> None:
+            present = [key for key in RELABEL_KEYS[variant] if key in (pod["metadata"].get("labels") or {})]
+            patch = {"metadata": {"labels": dict.fromkeys(present)}}
             self.hostile_core.patch_namespaced_pod(pod["metadata"]["name"], NAMESPACE, patch)
-        except ApiException as error:
-            if error.status != 404:
-                raise
-            return False
-        self.stats[f"relabel {variant}"] += 1
-        return True
+
+        labelled = [
+            p for p in self._chosen(step, pods) if set(RELABEL_KEYS[variant]) & set(p["metadata"].get("labels") or {})
+        ]
+        done = _on_each(labelled, remove)
+        self.stats[f"relabel {variant}"] += done
+        return done > 0
 
     def rule_force_delete(self, step: Step, outcomes: list[Outcome]) -> bool:
         """A person force-deletes one of the object's pods (grace 0), after dispatch held the object's current
@@ -889,7 +941,8 @@ class World:
 
     def rule_force_delete_stuck(self, step: Step, outcomes: list[Outcome]) -> bool:
         """The usual reason to force-delete: a pod stuck Terminating on a node that went silent (frozen or cut
-        off), deleted by a person after dispatch held the object's current execution."""
+        off) and (`seen`) that the API shows not Ready, deleted by a person after dispatch held the object's
+        current execution."""
         return self._force_delete(step, stuck=True)
 
     def _force_delete(self, step: Step, *, stuck: bool) -> bool:
@@ -898,23 +951,29 @@ class World:
             return False
         pods = self._pods(obj)
         if stuck:
-            silent = {n.name for n in self.nodes if n.machine in ("frozen", "lost") and not n.deleted}
+            # silent, and with `seen`, seen so: the node controller has marked it not Ready (a force deletion on a
+            # node the API still shows Ready is outside the promise: docs/reliability.md, what a person can still
+            # do). The generator draws `seen` always; schedules saved before it existed replay without it
+            seen = bool(step.get("seen"))
+            shown_ready = {n.metadata.name for n in self.core.list_node().items if _is_ready(n)} if seen else set()
+            silent = {
+                n.name
+                for n in self.nodes
+                if n.machine in ("frozen", "lost") and not n.deleted and n.name not in shown_ready
+            }
             pods = [
                 p
                 for p in pods
                 if p["metadata"].get("deletionTimestamp") and (p.get("spec") or {}).get("nodeName") in silent
             ]
-        if not pods:
-            return False
-        pod = pods[int(step.get("pick", 0)) % len(pods)]
-        try:
+        pods = self._focused(step, pods)
+
+        def delete(pod: Obj) -> None:
             self.hostile_core.delete_namespaced_pod(pod["metadata"]["name"], NAMESPACE, grace_period_seconds=0)
-        except ApiException as error:
-            if error.status != 404:
-                raise
-            return False
-        self.stats["force deletions (stuck pods)" if stuck else "force deletions"] += 1
-        return True
+
+        done = _on_each(self._chosen(step, pods), delete)
+        self.stats["force deletions (stuck pods)" if stuck else "force deletions"] += done
+        return done > 0
 
     def rule_crafted_name(self, step: Step, outcomes: list[Outcome]) -> bool:
         """A caller is given a crafted name (a DAG's templated value, a user's input): dispatch must refuse it
@@ -956,7 +1015,7 @@ class World:
             now = self.rlab.now()
             terminating = [
                 p
-                for p in self._pods(obj)
+                for p in self._focused(step, self._pods(obj))
                 if p["metadata"].get("deletionTimestamp")
                 and (p.get("spec") or {}).get("nodeName") in silent | unreachable
                 and (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
@@ -973,7 +1032,6 @@ class World:
             waited += 10
         if not eligible:
             return waited > 0
-        pod = eligible[int(step.get("pick", 0)) % len(eligible)]
         condition = {
             "type": v.CONDITION_KUEUE_FAILURE_RECOVERY,
             "status": "True",
@@ -981,30 +1039,35 @@ class World:
             "message": "Pod forcefully terminated after 60s grace period due to unreachable node",
         }
         body = {"status": {"phase": "Failed", "conditions": [condition]}}
-        try:
+
+        def mark(pod: Obj) -> None:
             self.core.patch_namespaced_pod_status(pod["metadata"]["name"], NAMESPACE, body)
-        except ApiException as error:
-            if error.status != 404:
-                raise
-            return False
-        self.stats["pods marked Failed by failure recovery"] += 1
-        return True
+
+        done = _on_each(
+            self._chosen(step, eligible), mark
+        )  # upstream marks every eligible pod: a story, all of a node's
+        self.stats["pods marked Failed by failure recovery"] += done
+        return done > 0
 
     def rule_slow_stop(self, step: Step, outcomes: list[Outcome]) -> bool:
         """One running process will take this long to stop after SIGTERM (a checkpoint to flush; beyond the
         grace period the kubelet kills it): the pods of one execution then stop at different times."""
         running = [p for p in self._running(self._obj(step)) if p.pod]
-        if not running:
-            return False
-        process = running[int(step.get("pick", 0)) % len(running)]
-        try:
-            self.rlab.sc.set_termination_seconds(NAMESPACE, process.pod, float(step.get("seconds")))
-        except ApiStatusError as error:  # the pod object is gone (its process runs on behind a partition)
-            if error.code != 404:
-                raise
-            return False
-        self.stats["slow stops"] += 1
-        return True
+        if step.get("focus"):  # every process on the story's node (one checkpoint volume, say)
+            chosen = [p for p in running if self.focus is not None and p.node == self.focus.node]
+        else:
+            chosen = running[int(step.get("pick", 0)) % len(running) :][:1] if running else []
+        done = False
+        for process in chosen:
+            try:
+                self.rlab.sc.set_termination_seconds(NAMESPACE, process.pod, float(step.get("seconds")))
+            except ApiStatusError as error:  # the pod object is gone (its process runs on behind a partition)
+                if error.code != 404:
+                    raise
+                continue
+            self.stats["slow stops"] += 1
+            done = True
+        return done
 
     def _third_party_patch_suspend(self, obj: ObjectModel, suspend: bool) -> bool:
         """A person's plain patch of spec.suspend (not dispatch's); False when the TrainJob is gone meanwhile."""
@@ -1159,6 +1222,25 @@ CRAFTED_NAMES = (
 )
 #: job ids that are not label values (a label value may have capitals and dots: those are valid)
 CRAFTED_JOB_IDS = ("job-a,x", "job a", "job-a\n", "-job-a", "job=a", "job-a!", "", "x" * 64)
+
+
+def _on_each(pods: Iterable[Obj], act: Callable[[Obj], None]) -> int:
+    """`act` on each pod, as a person would one after the other; a pod gone meanwhile (404) is passed over.
+    Returns how many it acted on."""
+    done = 0
+    for pod in pods:
+        try:
+            act(pod)
+        except ApiException as error:
+            if error.status != 404:
+                raise
+            continue
+        done += 1
+    return done
+
+
+def _is_ready(node: Any) -> bool:
+    return any(c.type == "Ready" and c.status == "True" for c in (node.status.conditions or []))
 
 
 def _has_taint(node: Any, key: str) -> bool:

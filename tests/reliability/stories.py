@@ -1,0 +1,268 @@
+"""Stories (issue 15 item 5): short scripted sequences of the model's own rules on one TrainJob, one of its pods
+and that pod's node, in order, which independent draws rarely tell (the mutation gate's finding,
+docs/reliability.md). Each schedule tells one, inserted after its opening steps and drawn from a random stream of
+its own derived from the seed, so that the drawn steps (schedule.generate) stay what they are.
+
+Every story's steps are things real controllers, people or machines do; each story's docstring names the upstream
+behaviour it follows.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from .schedule import CRAFTED_OPERATIONS, FENCE_EFFECTS, TAINT_EFFECTS, WRITERS, Profile, Step, generate
+
+#: the TrainJob stories act on: the first (the last may run on the unsafe runtime, odd ones are queued in Kueue mode)
+STORY_OBJECT = 0
+#: the last TrainJob of a world of two (the CI profile's), the one `unsafe_object` puts on upstream's runtime
+LAST_OBJECT = 1
+
+
+def schedule_of(seed: int, profile: Profile) -> list[Step]:
+    """The schedule of `seed`: the drawn steps (`schedule.generate`) with the seed's story (`tell_story`)."""
+    return tell_story(seed, generate(seed, profile), profile)
+
+
+#: lab seconds a story lets pass after a hold before it releases: past dispatch's settle (90 s of server time after
+#: the hold was recorded, evidence.py), so that only the drain check and fencing stand between the hold and the
+#: admission
+PAST_THE_SETTLE = 95
+
+
+#: lab seconds after a node went silent until a person sees it not Ready: the node lifecycle controller marks it
+#: `Unknown` 50 s after it last saw a heartbeat (`--node-monitor-grace-period`), counted from when it saw it, and
+#: the kubelet heartbeats every 10 s (in the lab, 60 s was not always enough); a person force-deletes a pod stuck
+#: Terminating on a node shown not Ready (`force_delete_stuck` with `seen`)
+NODE_MARKED_NOT_READY = 90
+
+
+def _started(rng: random.Random, obj: int = STORY_OBJECT) -> list[Step]:
+    """A story's prelude: its TrainJob running (a release: nothing is written when it already runs; after the
+    opening steps Trainer has observed the open's hold), and 5 s for the scheduler and the kubelets."""
+    return [_release(rng, obj), Step.of("advance", seconds=5)]
+
+
+def _look(rng: random.Random, obj: int = STORY_OBJECT, rjob: str | None = None) -> tuple[int, int, str | None]:
+    """The `focus` of a story's first step about one pod: which running process of TrainJob `obj` (of replicated
+    job `rjob`) the story is about, resolved by the world (`World.look`); the steps after it say `focus=True`."""
+    return (obj, rng.randrange(16), rjob)
+
+
+def _release(rng: random.Random, obj: int = STORY_OBJECT) -> Step:
+    return Step.of("release", obj=obj, callers=(rng.choice(WRITERS),), race=False)
+
+
+def _hold(rng: random.Random) -> Step:
+    return Step.of("hold", obj=STORY_OBJECT, caller=rng.choice(WRITERS))
+
+
+def _silent(rng: random.Random, focus: object = True) -> Step:
+    """The focused pod's node goes silent with its machine running: a partition (`lose`) or a hung machine."""
+    return Step.of(rng.choice(("lose", "freeze")), focus=focus)
+
+
+#: lab seconds a story lets pass at its end so that the processes it left stopping have stopped (the kubelet stops
+#: them within the world's 30 s grace): the drawn steps that follow then meet no process in its last seconds on a
+#: Ready node, which a force deletion and a release could overlap (outside the promise: docs/reliability.md)
+STOPPED = 35
+
+
+def _fenced(rng: random.Random) -> Step:
+    """The operator's procedure for the silent node (machine off, then the out-of-service taint: k8s-apis §5.4).
+    It ends the stories that leave pods on a silent node: a partition that heals instead returns a kubelet that
+    stops them only then, within their grace, which dispatch cannot see once their objects were force-deleted
+    (docs/reliability.md, what a person with rights over pods can still do;
+    `schedules/outside/force-deleted-then-node-returned.json`)."""
+    return Step.of("fence", focus=True, effect=rng.choice(FENCE_EFFECTS))
+
+
+def _released_after_the_settle(rng: random.Random, waited: int = 0) -> list[Step]:
+    """A release after the settle (`waited` seconds have passed since the hold already), and again after as long
+    once more: a release that finds the object held without a record of its execution's pods writes the record
+    (and the settle starts from it), so a caller's retry after its `HoldSettlingError` is the release that may
+    admit."""
+    return [
+        Step.of("advance", seconds=PAST_THE_SETTLE - waited),
+        _release(rng),
+        Step.of("advance", seconds=PAST_THE_SETTLE),
+        _release(rng),
+    ]
+
+
+def story_stuck_pod_force_deleted(rng: random.Random) -> list[Step]:
+    """The usual end of a pod stuck Terminating on a node that went silent: after the hold, a person
+    force-deletes it (`kubectl delete pod --grace-period=0 --force`, the documented way out for a pod on an
+    unreachable node; Kubernetes task "Force Delete StatefulSet Pods"), and a release follows after the settle,
+    before the operator fenced the node. The process runs on behind the silent node."""
+    return [
+        *_started(rng),
+        _silent(rng, _look(rng)),
+        _hold(rng),
+        Step.of("advance", seconds=NODE_MARKED_NOT_READY),
+        Step.of("force_delete_stuck", obj=STORY_OBJECT, pick=0, focus=True, seen=True),
+        *_released_after_the_settle(rng, waited=NODE_MARKED_NOT_READY),
+        _fenced(rng),
+    ]
+
+
+def story_suspended_outside_then_held(rng: random.Random) -> list[Step]:
+    """Issue 15 class 4: while the pod's node is partitioned, a person suspends the TrainJob with a plain patch
+    (`kubectl patch trainjob --type merge -p '{"spec":{"suspend":true}}'`, which Trainer honours); dispatch's hold
+    then finds it already held; the stuck pod is force-deleted and a release follows after the settle."""
+    return [
+        *_started(rng),
+        Step.of("lose", focus=_look(rng)),
+        Step.of("third_party_suspend", obj=STORY_OBJECT),
+        _hold(rng),
+        Step.of("advance", seconds=NODE_MARKED_NOT_READY),
+        Step.of("force_delete_stuck", obj=STORY_OBJECT, pick=0, focus=True, seen=True),
+        *_released_after_the_settle(rng, waited=NODE_MARKED_NOT_READY),
+        _fenced(rng),
+    ]
+
+
+def story_relabelled_then_silent(rng: random.Random) -> list[Step]:
+    """Issue 15 class 1 before the hold: a person removes a running pod's labels to look at it (`kubectl label
+    pod ... jobset.sigs.k8s.io/jobset-name-`), then its node goes silent, the TrainJob is held and, after the
+    settle, released. Its Job still owns it (its selector labels are left) and deletes it at the suspension, but
+    the process runs on behind the silent node."""
+    return [
+        *_started(rng),
+        Step.of("relabel", obj=STORY_OBJECT, pick=0, variant="all", focus=_look(rng)),
+        _silent(rng),
+        _hold(rng),
+        Step.of("advance", seconds=PAST_THE_SETTLE),
+        _release(rng),
+        _fenced(rng),
+    ]
+
+
+def story_failure_recovery(rng: random.Random) -> list[Step]:
+    """Kueue's failure recovery on a pod of a held execution stuck on an unreachable node (`failure_recovery`:
+    Failed after a minute, without proof that its containers stopped), then a release after the settle. Then the
+    partition heals (`recover` of a lost machine: its processes ran on), someone taints the node, now Ready,
+    `out-of-service` by mistake, and a release follows at once, while the kubelet, back, is still stopping the
+    processes of the pods it finds deleted."""
+    return [
+        *_started(rng),
+        Step.of("lose", focus=_look(rng)),
+        _hold(rng),
+        Step.of("failure_recovery", obj=STORY_OBJECT, pick=0, focus=True),
+        Step.of("advance", seconds=PAST_THE_SETTLE),
+        _release(rng),
+        Step.of("recover", focus=True),
+        Step.of("mistaken_taint", focus=True, effect=rng.choice(TAINT_EFFECTS)),
+        _release(rng),
+        Step.of("advance", seconds=STOPPED),
+    ]
+
+
+def story_slow_stop_relabelled_after_the_hold(rng: random.Random) -> list[Step]:
+    """Issue 15 class 1 after the hold, on a Ready node: in a world whose runtime gives pods a grace longer than
+    the settle (`LONG_GRACE`; a checkpoint flushed on SIGTERM, as elastic training does), the pods of one node
+    take 120 s to stop; the TrainJob is held and, while those pods are Terminating, a person removes their labels
+    (`kubectl label pod ... jobset.sigs.k8s.io/jobset-name-`); a release follows after the settle, before
+    they stopped."""
+    return [
+        *_started(rng),
+        Step.of("slow_stop", obj=STORY_OBJECT, pick=0, seconds=SLOW_STOP_SECONDS, focus=_look(rng)),
+        _hold(rng),
+        Step.of("relabel", obj=STORY_OBJECT, pick=0, variant="all", focus=True),
+        Step.of("advance", seconds=PAST_THE_SETTLE),
+        _release(rng),
+        Step.of("advance", seconds=SLOW_STOP_SECONDS - PAST_THE_SETTLE + 5),
+    ]
+
+
+def story_partitioned_on_an_upstream_runtime(rng: random.Random) -> list[Step]:
+    """Hazard H1 (issue 15 class 5), in a world whose last TrainJob runs on a runtime with upstream's
+    `podReplacementPolicy` and no failure policy (story parameters): its releases, which the runtime policy must
+    refuse; if one admits, a partition of a node of its execution for 400 s (taint eviction after the 300 s
+    toleration, then the Job controller's replacement beside the evicted pod)."""
+    return [
+        *_started(rng, LAST_OBJECT),
+        Step.of("partition", focus=_look(rng, LAST_OBJECT), seconds=400),
+    ]
+
+
+def story_restarted_beside_a_lost_node(rng: random.Random) -> list[Step]:
+    """Hazard H2 (issue 15 class 6), in a world whose last TrainJob runs on a runtime with two replicated jobs, a
+    failure policy and upstream's `restartStrategy` (`Recreate`; story parameters): its releases, which the
+    runtime policy must refuse; if one admits, the launcher's node is cut off and the trainer's process fails,
+    so that the JobSet restarts while the old launcher Job is held by its pod Terminating on the lost node."""
+    last = {"obj": LAST_OBJECT}
+    return [
+        *_started(rng, LAST_OBJECT),
+        Step.of("lose", focus=_look(rng, LAST_OBJECT, "launcher")),
+        Step.of("fail", **last, pick=rng.randrange(16), rjob="node"),
+        Step.of("advance", seconds=45),  # the Job fails, the JobSet restarts: attempt 1 beside attempt 0
+    ]
+
+
+def templated_name(rng: random.Random) -> Step:
+    """A DAG's templated reference or job id rendered from a user's input (`crafted_name`): a name that is not one
+    token of its grammar, which must be refused before any request. Every schedule's story is followed by one:
+    the rule is drawn at weight 1 of 91, and CI's first 8 schedules happen to draw it none. It costs no lab time
+    and no request."""
+    return Step.of(
+        "crafted_name", caller=rng.choice(WRITERS), operation=rng.choice(CRAFTED_OPERATIONS), pick=rng.randrange(16)
+    )
+
+
+#: the grace period (terminationGracePeriodSeconds) of a world whose story needs pods that outlive the settle on
+#: a Ready node (`STORY_PARAMETERS`), and how long their processes then take to stop
+LONG_GRACE = 150
+SLOW_STOP_SECONDS = 120
+
+#: the stories (issue 15 item 5: the mutation gate's survivors), each a short scripted sequence of the model's own
+#: moves on one TrainJob and one of its pods, in order; schedule `seed` tells story `seed % len(STORIES)`, so that
+#: any run of that many consecutive seeds tells every story once
+STORIES: Mapping[str, Callable[[random.Random], list[Step]]] = {
+    "stuck-pod-force-deleted": story_stuck_pod_force_deleted,
+    "suspended-outside-then-held": story_suspended_outside_then_held,
+    "relabelled-then-silent": story_relabelled_then_silent,
+    "failure-recovery": story_failure_recovery,
+    "slow-stop-relabelled-after-the-hold": story_slow_stop_relabelled_after_the_hold,
+    "partitioned-on-an-upstream-runtime": story_partitioned_on_an_upstream_runtime,
+    "restarted-beside-a-lost-node": story_restarted_beside_a_lost_node,
+}
+#: world parameters a story needs (world_parameters draws grace_seconds 30 for every world)
+STORY_PARAMETERS: Mapping[str, Mapping[str, Any]] = {
+    "slow-stop-relabelled-after-the-hold": {"grace_seconds": LONG_GRACE},
+    "partitioned-on-an-upstream-runtime": {"unsafe_object": True, "unsafe_risk": "pod-replacement"},
+    "restarted-beside-a-lost-node": {
+        "unsafe_object": True,
+        "unsafe_risk": "jobset-restart",
+        "failure_policy": True,
+        "replicated_jobs": 2,
+    },
+}
+
+
+def story_of(seed: int) -> tuple[str, random.Random]:
+    """The story schedule `seed` tells and the random stream of its own it draws from (derived from the seed, so
+    that the rules' own draws stay what they were)."""
+    names = sorted(STORIES)
+    return names[seed % len(names)], random.Random(seed * 104729 + 31)
+
+
+def story_parameters(seed: int, profile: Profile) -> dict[str, Any]:
+    """The world parameters the seed's story needs (`STORY_PARAMETERS`): they apply to a generated schedule only
+    (a saved schedule keeps its own `params`)."""
+    if not profile.stories:
+        return {}
+    return dict(STORY_PARAMETERS.get(story_of(seed)[0], {}))
+
+
+def tell_story(seed: int, steps: list[Step], profile: Profile) -> list[Step]:
+    """`steps` with the seed's story inserted, whole, right after the opening steps (where its TrainJob was just
+    opened on Ready nodes, so that its preconditions hold; the drawn steps then act on the world it leaves), then
+    a `templated_name`; unchanged when the profile tells no stories."""
+    if not profile.stories:
+        return steps
+    name, rng = story_of(seed)
+    at = profile.objects
+    return [*steps[:at], *STORIES[name](rng), templated_name(rng), *steps[at:]]
