@@ -706,8 +706,10 @@ def test_the_restart_operator_shows_progress_in_the_outcome_wait_and_defers_agai
 
     def story() -> None:
         wait_pods_running(cluster_lab, namespace, "job-1", admission="1", count=2)
-        (pod, node), _ = pods_of(cluster_lab, namespace, "job-1")
-        seen.update(pod=pod, node=node)
+        placed = pods_of(cluster_lab, namespace, "job-1")
+        pod, node = placed[0]
+        # the module's lab is shared: earlier tests' pods may have left both of these on one node
+        seen.update(pod=pod, node=node, on_node=[p for p, n in placed if n == node])
         # the outcome trigger has checked with the pod on its node: the task waits deferred
         probe.wait_for(lambda requests: node_reads(requests, node, by_trigger=True) >= 1, mark)
         scenario.set_not_ready(node)
@@ -727,10 +729,11 @@ def test_the_restart_operator_shows_progress_in_the_outcome_wait_and_defers_agai
     chain_completed(result, out, namespace, submissions=2, max_restarts=1)
 
     # the reason the progress event brought, shown while the task was deferred again
-    pod, node = seen["pod"], seen["node"]
+    node, on_node = seen["node"], seen["on_node"]
+    pods = ("pod " if len(on_node) == 1 else "pods ") + ", ".join(on_node)
     head = f"submission 1: waiting for TrainJob {namespace}/job-1 to finish execution 1 (it runs execution 1): "
     first_line = (
-        f"{head}pod {pod} on {node} (Ready=False): confirm {node} is powered off, then run "
+        f"{head}{pods} on {node} (Ready=False): confirm {node} is powered off, then run "
         f"`kubectl taint node {node} node.kubernetes.io/out-of-service=nodeshutdown:NoExecute`"
     )
     for reason in (seen["deferred"]["rendered"], seen["deferred"]["xcom"]):
