@@ -145,7 +145,9 @@ class ControllerTraffic:
             call.status = error.status
             raise
         except Exception as error:
-            call.status = type(error).__name__
+            # the lab's ApiError carries the HTTP code it is answered with; anything else is named
+            code = getattr(error, "code", None)
+            call.status = code if isinstance(code, int) else type(error).__name__
             raise
         call.status = response.status
         return response

@@ -50,8 +50,12 @@ def test_a_queued_trainjob_gets_a_raised_once_then_ready_then_admitted(
     raises = [c for c in traffic.trainjob_writes(steps.namespace, name) if c.status == 200]
     assert [c.method for c in raises] == ["PUT"]  # A raised exactly once
     status_path = v.WORKLOAD.path(steps.namespace, wl) + "/status"
-    entry_writes = [c for c in traffic.calls if c.path == status_path]
-    assert [c.status for c in entry_writes] == [200]
+    status_writes = [c for c in traffic.calls if c.path == status_path]
+    # a 409 (the lab's Kueue wrote status between the controller's read and its write) writes nothing and is
+    # retried on the new state; anything else failing, or a second successful write, is a fault
+    assert {c.status for c in status_writes} <= {200, 409}
+    entry_writes = [c for c in status_writes if c.status == 200]
+    assert len(entry_writes) == 1
     assert entry_writes[0].method == "PATCH"
     assert entry_writes[0].query == {"fieldManager": FIELD_MANAGER, "force": "true"}
     # A first, then Ready: Kueue cannot admit an execution whose A is not on the TrainJob yet
