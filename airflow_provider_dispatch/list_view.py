@@ -17,7 +17,8 @@ from typing import Any, Final
 
 from airflow_provider_dispatch.dispatch.assessment import Mode, State, Status
 from airflow_provider_dispatch.dispatch.programs import Listed
-from airflow_provider_dispatch.status_view import age, error_dict, parse_timestamp, table
+from airflow_provider_dispatch.dispatch.vocabulary import parse_time
+from airflow_provider_dispatch.status_view import age, error_dict, table
 
 #: kubectl's placeholder for an empty cell
 NONE: Final = "<none>"
@@ -43,7 +44,7 @@ def blocked_by(status: Status) -> str:
 def list_row(entry: Listed, status: Status, now: datetime, *, wide: bool, namespaces: bool) -> tuple[str, ...]:
     namespace, name = entry.ref.split("/", 1)
     execution = status.execution
-    when = age(parse_timestamp(entry.created), now)
+    when = age(parse_time(entry.created), now)
     if wide:
         cells: tuple[str, ...] = (
             name,

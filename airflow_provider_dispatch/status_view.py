@@ -19,6 +19,7 @@ from airflow_provider_dispatch.dispatch.assessment import State, Status
 from airflow_provider_dispatch.dispatch.blocking import RemainingPod
 from airflow_provider_dispatch.dispatch.errors import DispatchError, UnreachableError
 from airflow_provider_dispatch.dispatch.explain import remaining_line
+from airflow_provider_dispatch.dispatch.vocabulary import parse_time
 
 #: exit codes of `dispatch status` / `dispatch find` (docs/cli.rst says the same)
 EXIT_OK: Final = 0
@@ -75,17 +76,6 @@ def human_duration(seconds: float) -> str:
         years, days = hours // 24 // 365, (hours // 24) % 365
         return f"{years}y{days}d" if days else f"{years}y"
     return f"{hours // 24 // 365}y"
-
-
-def parse_timestamp(text: object) -> datetime | None:
-    """A `metav1.Time` (RFC 3339, `Z` or an offset); None for anything else."""
-    if not isinstance(text, str) or not text:
-        return None
-    try:
-        parsed = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return parsed if parsed.tzinfo is not None else None
 
 
 def age(created: datetime | None, now: datetime) -> str:
@@ -193,7 +183,7 @@ def error_dict(error: DispatchError) -> dict[str, Any]:
 def creation_time(trainjob: Mapping[str, Any]) -> datetime | None:
     """The TrainJob's `metadata.creationTimestamp`, for AGE."""
     metadata = trainjob.get("metadata")
-    return parse_timestamp(metadata.get("creationTimestamp")) if isinstance(metadata, Mapping) else None
+    return parse_time(metadata.get("creationTimestamp")) if isinstance(metadata, Mapping) else None
 
 
 __all__ = [
@@ -206,7 +196,6 @@ __all__ = [
     "error_dict",
     "exit_code",
     "human_duration",
-    "parse_timestamp",
     "render_document",
     "render_json",
     "render_text",

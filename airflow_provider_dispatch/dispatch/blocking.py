@@ -80,6 +80,7 @@ class RemainingPod:
     node: NodeState
     blocking: Blocking
     deletion_timestamp: str | None = None
+    #: the pod's deletion grace; for a vanished pod, the longest grace its record kept for the node (fencing.py)
     deletion_grace_period_seconds: int | None = None
     #: recorded at the hold, no longer carries the labels the drain check selects by (fencing.py)
     relabelled: bool = False

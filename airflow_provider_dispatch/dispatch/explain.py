@@ -18,10 +18,16 @@ nodes, one node of each state first.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from datetime import UTC, datetime
+from datetime import datetime
 
 from airflow_provider_dispatch.dispatch.blocking import Blocking, RemainingPod
-from airflow_provider_dispatch.dispatch.nodes import NodeState, Presence, Readiness
+from airflow_provider_dispatch.dispatch.nodes import (
+    DEFAULT_GRACE_SECONDS,
+    NodeState,
+    Presence,
+    Readiness,
+    confirming_seconds,
+)
 from airflow_provider_dispatch.dispatch.payloads import (
     FIRST_LINE_ROOM,
     HEADLINE_ROOM,
@@ -35,7 +41,7 @@ from airflow_provider_dispatch.dispatch.payloads import (
     cut,
     fit,
 )
-from airflow_provider_dispatch.dispatch.vocabulary import TAINT_OUT_OF_SERVICE, TAINT_OUT_OF_SERVICE_VALUE
+from airflow_provider_dispatch.dispatch.vocabulary import TAINT_OUT_OF_SERVICE, TAINT_OUT_OF_SERVICE_VALUE, parse_time
 
 
 def taint_command(node: str) -> str:
@@ -108,17 +114,9 @@ def _it(pods: Sequence[RemainingPod], one: str, many: str) -> str:
     return one if len(pods) == 1 else many
 
 
-def _parse_time(text: str) -> datetime | None:
-    try:
-        parsed = datetime.fromisoformat(text)
-    except ValueError:
-        return None
-    return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)
-
-
 def _deadline_text(pods: Sequence[RemainingPod], now: datetime | None) -> str:
     """The latest deletionTimestamp of the pods: the apiserver sets it to deletion + grace (k8s-apis §5.2)."""
-    stamps = [(p.deletion_timestamp, _parse_time(p.deletion_timestamp)) for p in pods if p.deletion_timestamp]
+    stamps = [(p.deletion_timestamp, parse_time(p.deletion_timestamp)) for p in pods if p.deletion_timestamp]
     if not stamps:
         return ""
     known = [(raw, parsed) for raw, parsed in stamps if parsed is not None]
@@ -156,7 +154,7 @@ def _ready_node(node: NodeState, pods: Sequence[RemainingPod], now: datetime | N
             f"Ready node). If the node was tainted by mistake, remove the taint (`{untaint_command(name)}`)."
         )
     terminating = [p for p in pods if p.terminating]
-    running = [p for p in pods if not p.terminating and not p.relabelled]
+    running = [p for p in pods if not p.terminating and not p.relabelled and p.blocking is not Blocking.VANISHED]
     if terminating:
         texts.append(
             f"{_cap(_names(terminating, room))} on node {name} (Ready=True) "
@@ -172,6 +170,22 @@ def _ready_node(node: NodeState, pods: Sequence[RemainingPod], now: datetime | N
             "check that the TrainJob's Jobs are suspended)."
         )
     return texts
+
+
+def _returned_node(node: NodeState, vanished: Sequence[RemainingPod], room: int | None) -> str:
+    """A recorded pod whose object is gone, on a node Ready for too short a time: had the node been away when the
+    pod was deleted, its kubelet stops it only once it relists its pods, within the grace it knew (fencing.py)."""
+    grace = max(p.deletion_grace_period_seconds or DEFAULT_GRACE_SECONDS for p in vanished)
+    needed = confirming_seconds(grace)
+    since = "no heartbeat time yet" if node.ready_for is None else f"{int(node.ready_for)}s so far"
+    return (
+        f"{_cap(_names(vanished, room))} of the previous execution {_it(vanished, 'was', 'were')} deleted from "
+        f"the API, and node {node.name} has been Ready only briefly ({since}, by its kubelet's own clock). A "
+        f"node back from a partition stops a pod deleted while it was away only once its kubelet relists its "
+        f"pods, within the pod's grace period ({grace}s), so {_it(vanished, 'it blocks', 'they block')} until "
+        f"the kubelet has reported Ready for {int(needed)}s (a kubelet reports every 5 minutes while nothing "
+        "changes). Nothing to do but wait."
+    )
 
 
 def _node_group(
@@ -197,7 +211,9 @@ def _node_group(
             "once you no longer need it."
         )
     vanished = [p for p in pods if p.blocking is Blocking.VANISHED]
-    if vanished:
+    if vanished and node.ready is Readiness.TRUE:
+        texts.append(_returned_node(node, vanished, room))
+    elif vanished:
         texts.append(
             f"{_cap(_names(vanished, room))} of the previous execution {_it(vanished, 'was', 'were')} deleted from "
             f"the API (a force deletion or a cleaner) while node {node.name} could not confirm that "
@@ -308,6 +324,8 @@ def remedy(node: NodeState, pods: Sequence[RemainingPod]) -> str:
         return "nothing to do: they are proven stopped and PodGC deletes them within about 20s"
     if node.ready is not Readiness.TRUE:
         return f"confirm {name} is powered off, then run `{taint_command(name)}`"
+    if all(pod.blocking is Blocking.VANISHED for pod in pods):
+        return "nothing to do: wait until the node has been Ready long enough for its kubelet to have stopped them"
     if node.out_of_service:
         return f"the node is Ready, so remove the mistaken taint: `{untaint_command(name)}`"
     if all(pod.relabelled for pod in pods):

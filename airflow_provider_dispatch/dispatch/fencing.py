@@ -22,12 +22,17 @@ Every later drain check compares the record with what its label selections list:
 * a recorded pod that is still listed is judged as always (blocking.py);
 * a recorded pod that is not listed is looked up by name (`lookups`): if a pod of that name and the recorded
   uid exists, its labels were edited, and it is judged as a listed pod (it blocks while it may run);
-* otherwise its object is gone, and it blocks while its node is in a state where nobody confirmed that its
-  containers stopped: `Ready=False`, `Ready=Unknown` or `not readable`, without being ceased (nodes.py). It
-  stops blocking once the node is `Ready=True` (a live kubelet acts on the deletion it sees and kills containers
-  of pods no longer in the API: `kubelet.go` `HandlePodCleanups`, k8s-apis §5.2), ceased (out-of-service and
-  not Ready, PodGC's own test) or gone (deleted: DESIGN §4). A recorded pod that was never scheduled runs
-  nothing once its object is gone.
+* otherwise its object is gone, and it blocks until its node confirms that its containers stopped: the node is
+  ceased (out-of-service and not Ready, PodGC's own test: nodes.py), gone (deleted: DESIGN §4), or its kubelet
+  has reported `Ready=True` for longer than the pod's grace period plus `RETURN_MARGIN_SECONDS`, by the
+  kubelet's own clock (`NodeState.ready_for`). A live kubelet kills the containers of a pod that left the API,
+  but only once it learns of it, and with the grace it last knew: a node that was unreachable when the pod was
+  force-deleted relists its pods when it comes back, sees the pod gone (`pkg/kubelet/config` sends a remove,
+  `kubelet.go` `HandlePodRemoves` / `deletePod`) and kills it with the pod's `terminationGracePeriodSeconds`,
+  the deletion's own grace never having reached it (k8s-apis §5.2). So `Ready=True` alone is not the end: the
+  process may run for the grace period after the node returns (the promise issue's "force-deleted, then the
+  node returned"). The record keeps, per node, the longest grace of its pods (`grace`). A recorded pod that was
+  never scheduled runs nothing once its object is gone.
 
 Decisions and their limits:
 
@@ -36,6 +41,15 @@ Decisions and their limits:
 * A pod whose object vanished normally (the kubelet confirmed its end) and whose node then stopped reporting is
   indistinguishable, by listing, from a force-deleted one: it blocks too, until its node is Ready, ceased or
   gone. That is the price of closing the gap, paid only when a node of the previous execution is unhealthy.
+* `RETURN_MARGIN_SECONDS` (60 s) covers the time between the kubelet's first Ready report after it returns and
+  its relist of pods: both start when the connection does, the relist after the reflector's back-off (0.8 s
+  doubling to 30 s, jittered: `client-go/tools/cache/reflector.go`). That bound is read from code, not measured
+  on a real partition (UNVERIFIED). Because the heartbeat moves once per report, a node that returned is
+  trusted about 5 minutes after it did, on a real kubelet's defaults.
+* A node whose partition was shorter than the node lifecycle controller's grace (50 s) never shows Ready=False
+  or Unknown: its Ready condition keeps the old transition time, so a pod force-deleted during such a partition
+  looks confirmed at once. Force deletion of a pod on a node that looks Ready stays outside the promise
+  (docs/promise.md).
 * A reader that may not read Nodes never sees a vanished pod's node as Ready, so after a hold it waits until
   it is granted `get` on nodes (the explanation says so).
 * What the record cannot see it cannot keep: a pod force-deleted before the record was written, or created
@@ -43,8 +57,8 @@ Decisions and their limits:
 * Size: a record keeps at most `MAX_RECORDED_NAMES` pods by name and uid (annotations share 256 KiB per
   object); beyond, it keeps the nodes with no names, and a recorded node without names blocks, while it is
   unhealthy, unless a listed pod of the object on it already does; a relabelled pod among those is not seen.
-* A record written by an earlier version of dispatch has no uids (a pod of the recorded name counts) and no
-  time (it counts as settled).
+* A record written by an earlier version of dispatch has no uids (a pod of the recorded name counts), no time
+  (it counts as settled) and no grace (Kubernetes' default, `DEFAULT_GRACE_SECONDS`, counts).
 """
 
 from __future__ import annotations
@@ -64,8 +78,23 @@ from airflow_provider_dispatch.dispatch.blocking import (
     remaining_pods,
 )
 from airflow_provider_dispatch.dispatch.errors import NotManagedError
-from airflow_provider_dispatch.dispatch.nodes import NodeLookup, NodeState, Readiness, node_state
-from airflow_provider_dispatch.dispatch.vocabulary import ANNOTATION_EXECUTION_PODS, annotations_of, name_of, uid_of
+from airflow_provider_dispatch.dispatch.nodes import (
+    DEFAULT_GRACE_SECONDS,
+    NodeLookup,
+    NodeState,
+    node_state,
+    unconfirmed,
+)
+from airflow_provider_dispatch.dispatch.vocabulary import (
+    ANNOTATION_EXECUTION_PODS,
+    annotations_of,
+    name_of,
+    parse_time,
+    uid_of,
+)
+from airflow_provider_dispatch.dispatch.vocabulary import (
+    field as field_of,
+)
 
 #: pods kept by name and uid in one record; beyond, only the nodes are kept (module docstring)
 MAX_RECORDED_NAMES: Final = 600
@@ -78,21 +107,23 @@ def format_time(moment: datetime) -> str:
     return moment.strftime(_TIME_FORMAT)
 
 
-def parse_time(text: object) -> datetime | None:
-    """An RFC 3339 time as the API writes it, or None when it is not one."""
-    if not isinstance(text, str):
-        return None
-    try:
-        return datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        return None
+def _seconds(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def grace_of(pod: Mapping[str, Any]) -> int:
+    """The longest a kubelet may let the pod's containers run once it acts on its deletion: the spec's grace (the
+    API's default when unset), or the deletion's when longer (the kubelet may know either: module docstring)."""
+    spec = field_of(pod, "spec", "terminationGracePeriodSeconds")
+    deletion = field_of(pod, "metadata", "deletionGracePeriodSeconds")
+    return max(spec if _seconds(spec) else DEFAULT_GRACE_SECONDS, deletion if _seconds(deletion) else 0)
 
 
 @dataclass(frozen=True)
 class ExecutionPods:
     """What the record of execution `admission` holds: per node, the names of its pods that were not finished
-    (empty: not kept), their uids, the pods not scheduled yet, when it was written and when the execution
-    started (module docstring)."""
+    (empty: not kept) and the longest grace among them, their uids, the pods not scheduled yet, when it was
+    written and when the execution started (module docstring)."""
 
     admission: int
     nodes: Mapping[str, tuple[str, ...]]
@@ -100,6 +131,11 @@ class ExecutionPods:
     unscheduled: tuple[str, ...] = ()
     since: datetime | None = None
     started: datetime | None = None
+    #: per node, the longest grace of its recorded pods (`grace_of`); a node not in it counts the default
+    grace: Mapping[str, int] = field(default_factory=dict)
+
+    def grace_on(self, node: str) -> int:
+        return self.grace.get(node, DEFAULT_GRACE_SECONDS)
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -125,6 +161,8 @@ class ExecutionPods:
             body["since"] = format_time(self.since)
         if self.started is not None:
             body["started"] = format_time(self.started)
+        if self.grace:
+            body["grace"] = dict(self.grace)
         return json.dumps(body, sort_keys=True, separators=(",", ":"))
 
 
@@ -139,12 +177,15 @@ def record(
     by_node: dict[str, list[str]] = {}
     unscheduled: list[str] = []
     uids: dict[str, str] = {}
+    grace: dict[str, int] = {}
     for pod in pods:
         if blocking(pod) is None:
             continue
         name = name_of(pod)
         node = node_name_of(pod)
         (unscheduled if node is None else by_node.setdefault(node, [])).append(name)
+        if node is not None:
+            grace[node] = max(grace.get(node, 0), grace_of(pod))
         uid = uid_of(pod)
         if uid is not None:
             uids[name] = uid
@@ -157,6 +198,7 @@ def record(
         unscheduled=tuple(sorted(unscheduled)) if keep else (),
         since=since,
         started=started,
+        grace=dict(sorted(grace.items())),
     )
 
 
@@ -193,6 +235,9 @@ def recorded(trainjob: Mapping[str, Any], admission: int, ref: str) -> Execution
     unscheduled = body.get("unscheduled", [])
     if not _string_list(unscheduled):
         raise _malformed(ref, "unscheduled is not a list of pod names")
+    grace = body.get("grace", {})
+    if not isinstance(grace, dict) or not all(isinstance(k, str) and _seconds(g) for k, g in grace.items()):
+        raise _malformed(ref, "grace is not a map of node names to whole seconds")
     times = {key: parse_time(body.get(key)) for key in ("since", "started")}
     if any(body.get(key) is not None and moment is None for key, moment in times.items()):
         raise _malformed(ref, "since or started is not an RFC 3339 time")
@@ -205,12 +250,8 @@ def recorded(trainjob: Mapping[str, Any], admission: int, ref: str) -> Execution
         unscheduled=tuple(unscheduled),
         since=times["since"],
         started=times["started"],
+        grace=dict(grace),
     )
-
-
-def unconfirmed(state: NodeState) -> bool:
-    """Nobody confirmed that containers of a pod deleted on this node stopped (module docstring)."""
-    return not state.ceased and state.ready is not Readiness.TRUE
 
 
 def missing_names(execution_pods: ExecutionPods | None, listed: Iterable[Mapping[str, Any]]) -> tuple[str, ...]:
@@ -261,23 +302,29 @@ def vanished_pods(
     result: list[RemainingPod] = []
     for node, recorded_names in execution_pods.nodes.items():
         state = node_state(node, nodes.get(node))
-        if not unconfirmed(state):
+        if not unconfirmed(state, execution_pods.grace_on(node)):
             continue
         if not recorded_names:
             if node not in blocked_nodes:
-                result.append(_vanished(UNNAMED, namespace, state))
+                result.append(_vanished(UNNAMED, namespace, state, execution_pods.grace_on(node)))
             continue
         result.extend(
-            _vanished(name, namespace, state)
+            _vanished(name, namespace, state, execution_pods.grace_on(node))
             for name in recorded_names
             if name not in names and not is_recorded_pod(execution_pods, name, found.get(name))
         )
     return tuple(result)
 
 
-def _vanished(name: str, namespace: str, state: NodeState) -> RemainingPod:
+def _vanished(name: str, namespace: str, state: NodeState, grace_seconds: int) -> RemainingPod:
     return RemainingPod(
-        name=name, namespace=namespace, uid=None, phase="deleted", node=state, blocking=Blocking.VANISHED
+        name=name,
+        namespace=namespace,
+        uid=None,
+        phase="deleted",
+        node=state,
+        blocking=Blocking.VANISHED,
+        deletion_grace_period_seconds=grace_seconds,
     )
 
 

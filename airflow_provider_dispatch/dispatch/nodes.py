@@ -15,6 +15,13 @@ Decisions recorded here:
   proven where Nodes cannot be read (DESIGN §4).
 * A node name we have no answer for at all (not looked up) reads as `not readable` too: unknown is never
   ceased.
+* `NodeState.ready_for` is how long the node's kubelet has reported `Ready=True`, by the kubelet's own clock:
+  the Ready condition's `lastHeartbeatTime` minus its `lastTransitionTime`. The kubelet writes both from one
+  clock in one status report (`kubelet_node_status.go` `setNodeReadyCondition`: the transition time changes
+  only when the status does), so the difference is free of any skew between the kubelet and the reader; it
+  lags the truth by up to one report (`nodeStatusReportFrequency`, 5 minutes, while nothing changes), which
+  only makes it smaller. None when the node is not Ready or either time is missing. fencing.py needs it: a
+  node that just came back has not yet stopped what was deleted while it was away.
 * A pod with no `spec.nodeName` was never scheduled and runs nothing (DESIGN §4): its state is `not scheduled`
   and it counts as ceased. It still *remains* for the drain check (blocking.py): it could still be bound to a
   node, so release waits until it is deleted.
@@ -25,13 +32,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import Enum, StrEnum
-from typing import Any, TypeAlias
+from typing import Any, Final, TypeAlias
 
 from airflow_provider_dispatch.dispatch.vocabulary import (
     CONDITION_READY,
     TAINT_OUT_OF_SERVICE,
     condition,
     field,
+    parse_time,
 )
 
 
@@ -57,6 +65,11 @@ class Presence(StrEnum):
     UNSCHEDULED = "not scheduled"
 
 
+#: the kubelet's wait between its first Ready report after a return and its relist of pods (fencing.py)
+RETURN_MARGIN_SECONDS: Final = 60.0
+#: a pod's `terminationGracePeriodSeconds` when it sets none (the API's default), and a record's without grace
+DEFAULT_GRACE_SECONDS: Final = 30
+
 #: per node name: the Node object as the API returned it, or what stood in for it
 NodeLookup: TypeAlias = Mapping[str, Any] | NodeRead
 
@@ -70,6 +83,8 @@ class NodeState:
     ready: Readiness | None = None
     ready_reported: bool = True
     out_of_service: bool = False
+    #: seconds the kubelet has reported Ready=True, by its own clock (module docstring); None when unknown
+    ready_for: float | None = None
 
     @property
     def ceased(self) -> bool:
@@ -88,6 +103,12 @@ class NodeState:
         text = f"Ready={(self.ready or Readiness.UNKNOWN).value}"
         return f"{text}, out-of-service" if self.out_of_service else text
 
+    @property
+    def change_key(self) -> str:
+        """What a watcher compares to tell that the node's state moved: the label, and how long it has been Ready
+        (a pod that vanished while it was away stops blocking as that grows: fencing.py)."""
+        return self.label if self.ready_for is None else f"{self.label} for {self.ready_for:.0f}s"
+
     def as_dict(self) -> dict[str, Any]:
         return {
             "name": self.name,
@@ -96,6 +117,17 @@ class NodeState:
             "out_of_service": self.out_of_service,
             "ceased": self.ceased,
         }
+
+
+def ready_for(node: Mapping[str, Any]) -> float | None:
+    """How long the kubelet has reported Ready=True, by its own clock (module docstring), or None."""
+    ready = condition(node, CONDITION_READY)
+    if ready is None or ready.get("status") != Readiness.TRUE.value:
+        return None
+    heartbeat, transition = parse_time(ready.get("lastHeartbeatTime")), parse_time(ready.get("lastTransitionTime"))
+    if heartbeat is None or transition is None:
+        return None
+    return max((heartbeat - transition).total_seconds(), 0.0)
 
 
 def readiness(node: Mapping[str, Any]) -> tuple[Readiness, bool]:
@@ -134,4 +166,21 @@ def node_state(node_name: str | None, lookup: NodeLookup | None) -> NodeState:
         ready=ready,
         ready_reported=reported,
         out_of_service=has_out_of_service_taint(lookup),
+        ready_for=ready_for(lookup),
     )
+
+
+def unconfirmed(state: NodeState, grace_seconds: int) -> bool:
+    """Nobody confirmed that containers of a pod deleted on this node stopped: it is not ceased, and its kubelet
+    has not reported Ready for longer than the pod's grace plus the margin (fencing.py)."""
+    if state.ceased:
+        return False
+    if state.ready is not Readiness.TRUE or state.ready_for is None:
+        return True
+    return state.ready_for < confirming_seconds(grace_seconds)
+
+
+def confirming_seconds(grace_seconds: int) -> float:
+    """How long a node's kubelet must have reported Ready before it has stopped a pod of that grace that left
+    the API while it was away (fencing.py)."""
+    return grace_seconds + RETURN_MARGIN_SECONDS

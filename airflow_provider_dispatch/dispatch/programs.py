@@ -95,7 +95,6 @@ from airflow_provider_dispatch.dispatch.fencing import (
     blocking_pods,
     missing_names,
     nodes_to_check,
-    parse_time,
     record,
     recorded,
     relabelled_pods,
@@ -606,7 +605,7 @@ def server_time(ref: str) -> Program[datetime | None]:
     """The API server's clock (`ServerTime`); None when its answer carried no usable `Date`."""
     request = ServerTime()
     response = yield request
-    return parse_time(_object(response, request, ref).get("date"))
+    return v.parse_time(_object(response, request, ref).get("date"))
 
 
 def read_jobs(ref: Ref, jobset: Mapping[str, Any] | None) -> Program[dict[str, Mapping[str, Any] | None]]:
@@ -920,7 +919,7 @@ def hold(
     # a record of this execution on a running object means it was held and resumed outside dispatch since
     # dispatch started it: its start is then unknown (evidence.py)
     resumed_outside = recorded(trainjob, obj.admission, text) is not None
-    started = None if resumed_outside else parse_time(v.annotations_of(trainjob).get(v.ANNOTATION_ADMITTED_AT))
+    started = None if resumed_outside else v.parse_time(v.annotations_of(trainjob).get(v.ANNOTATION_ADMITTED_AT))
     made = record(obj.admission, pods, since=since, started=started)
     yield from _replace(v.TRAINJOB, hold_body(trainjob, made.to_annotation()), text)
     return obj.execution

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, Final
 
 # --- dispatch's own names (DESIGN §2) -----------------------------------------------------------------------
@@ -192,6 +193,18 @@ def condition(obj: Mapping[str, Any] | None, condition_type: str) -> Mapping[str
 
 def condition_is_true(obj: Mapping[str, Any] | None, condition_type: str) -> bool:
     return bool(field(condition(obj, condition_type), "status") == "True")
+
+
+def parse_time(text: object) -> datetime | None:
+    """A `metav1.Time` as the API writes it (RFC 3339, `Z` or an offset), or None for anything else, a time
+    without a zone included (the API never writes one). The one parser of the API's times in the provider."""
+    if not isinstance(text, str) or not text:
+        return None
+    try:
+        parsed = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return parsed if parsed.tzinfo is not None else None
 
 
 def uid_of(obj: Mapping[str, Any] | None) -> str | None:

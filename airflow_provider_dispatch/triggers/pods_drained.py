@@ -104,13 +104,14 @@ class PodsDrainedTrigger(DispatchTrigger):
         return self._selection is None or self._selection.matches(pod)
 
     def node_matters(self, kind: str, node: Mapping[str, Any]) -> bool:
-        """A node event matters when the node holds a remaining pod and its state (DESIGN §7) changed."""
+        """A node event matters when the node holds a remaining pod and its state (DESIGN §7), or how long it has
+        been Ready, changed (`NodeState.change_key`)."""
         metadata = node.get("metadata")
         name = metadata.get("name") if isinstance(metadata, Mapping) else None
         if not isinstance(name, str) or name not in self._node_states:
             return False
         state = node_state(name, NodeRead.GONE if kind == "DELETED" else node)
-        return state.label != self._node_states[name]
+        return state.change_key != self._node_states[name]
 
     # --- the decision --------------------------------------------------------------------------------------
 
@@ -152,7 +153,7 @@ class PodsDrainedTrigger(DispatchTrigger):
                 seen = changes.version  # taken before the read: a change during it wakes the next wait
                 check = await self.checked(shared, lambda: drain_check(self.ref, shared.adapter.operations))
                 self._selection = check.selection
-                self._node_states = {p.node.name: p.node.label for p in check.report.remaining if p.node.name}
+                self._node_states = {p.node.name: p.node.change_key for p in check.report.remaining if p.node.name}
                 payload = self.decide(check, known)
                 if payload is not None:
                     return payload

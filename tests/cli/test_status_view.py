@@ -25,7 +25,6 @@ from airflow_provider_dispatch.status_view import (
     error_dict,
     exit_code,
     human_duration,
-    parse_timestamp,
     table,
 )
 
@@ -84,22 +83,6 @@ NOW = datetime(2026, 8, 21, 10, 0, 0, tzinfo=UTC)
 )
 def test_age(created: datetime | None, shown: str) -> None:
     assert age(created, NOW) == shown
-
-
-@pytest.mark.parametrize(
-    ("text", "parsed"),
-    [
-        ("2026-08-21T10:00:00Z", NOW),
-        ("2026-08-21T12:00:00+02:00", NOW),
-        ("2026-08-21T10:00:00", None),  # no zone: not a metav1.Time
-        ("yesterday", None),
-        ("", None),
-        (None, None),
-        (17, None),
-    ],
-)
-def test_parse_timestamp(text: object, parsed: datetime | None) -> None:
-    assert parse_timestamp(text) == parsed
 
 
 def test_table_aligns_columns_and_strips_trailing_space() -> None:

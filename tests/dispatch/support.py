@@ -13,13 +13,14 @@ import itertools
 import json
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any
 
 from airflow_provider_dispatch.dispatch import vocabulary as v
 from airflow_provider_dispatch.dispatch.assessment import managed
 from airflow_provider_dispatch.dispatch.blocking import RemainingPod, remaining_pods
 from airflow_provider_dispatch.dispatch.evidence import HoldEvidence
-from airflow_provider_dispatch.dispatch.fencing import ExecutionPods, parse_time
+from airflow_provider_dispatch.dispatch.fencing import ExecutionPods
 from airflow_provider_dispatch.dispatch.nodes import NodeRead
 from airflow_provider_dispatch.dispatch.programs import (
     ApiFailure,
@@ -32,6 +33,7 @@ from airflow_provider_dispatch.dispatch.programs import (
     Response,
     ServerTime,
 )
+from airflow_provider_dispatch.dispatch.vocabulary import parse_time
 
 NS = "ml"
 NAME = "ft-7"
@@ -222,8 +224,27 @@ def pod(
     return {"metadata": metadata, "spec": spec, "status": status}
 
 
-def node(name: str, *, ready: str | None = "True", taints: Iterable[dict[str, Any]] = ()) -> dict[str, Any]:
+#: the kubelet's last status report of every node `node` builds (its Ready condition's lastHeartbeatTime)
+REPORTED_AT = "2026-06-01T12:00:00Z"
+#: how long a node `node` builds has been in its Ready state by default: a day (fencing.py counts it)
+A_DAY = 86400
+
+
+def node(
+    name: str,
+    *,
+    ready: str | None = "True",
+    taints: Iterable[dict[str, Any]] = (),
+    ready_for: int | None = A_DAY,
+) -> dict[str, Any]:
+    """A Node as its kubelet reports it: the Ready condition `ready` (None: no condition) since `ready_for`
+    seconds before its last report (None: without the two times)."""
     conditions = [] if ready is None else [condition(v.CONDITION_READY, ready)]
+    if conditions and ready_for is not None:
+        reported = parse_time(REPORTED_AT)
+        assert reported is not None
+        conditions[0]["lastHeartbeatTime"] = REPORTED_AT
+        conditions[0]["lastTransitionTime"] = (reported - timedelta(seconds=ready_for)).strftime("%Y-%m-%dT%H:%M:%SZ")
     return {
         "metadata": {"name": name},
         "spec": {"taints": list(taints)},

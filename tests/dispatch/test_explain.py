@@ -11,6 +11,7 @@ import pytest
 from airflow_provider_dispatch.dispatch import explain
 from airflow_provider_dispatch.dispatch.blocking import RemainingPod, remaining_pods
 from airflow_provider_dispatch.dispatch.errors import PodsRemainError
+from airflow_provider_dispatch.dispatch.fencing import ExecutionPods, vanished_pods
 from airflow_provider_dispatch.dispatch.nodes import NodeLookup, NodeRead
 from airflow_provider_dispatch.dispatch.vocabulary import CONDITION_KUEUE_FAILURE_RECOVERY
 
@@ -203,4 +204,24 @@ def test_never_scheduled_pod() -> None:
     assert hint == (
         "Pod p was never scheduled: it runs nothing, but could still be bound to a node, so it blocks until "
         "deleted (the Job controller deletes the pods of a suspended Job)."
+    )
+
+
+def test_a_pod_deleted_while_its_node_was_away_waits_for_the_node_to_be_back_long_enough() -> None:
+    """The node is Ready again but its kubelet may not have stopped the pod yet (fencing.py): the text says how
+    long it must have reported Ready and for how long it has, never that the pod runs unattended, and the
+    headline's remedy is to wait."""
+    returned = node("n1", ready_for=12)
+    pods = vanished_pods(ExecutionPods(1, {"n1": ("p-0",)}, grace={"n1": 45}), "ml", [], (), {"n1": returned})
+    (hint,) = explain.unblock_hints(pods, now=NOW)
+    assert hint == (
+        "Pod p-0 of the previous execution was deleted from the API, and node n1 has been Ready only briefly (12s "
+        "so far, by its kubelet's own clock). A node back from a partition stops a pod deleted while it was away "
+        "only once its kubelet relists its pods, within the pod's grace period (45s), so it blocks until the "
+        "kubelet has reported Ready for 105s (a kubelet reports every 5 minutes while nothing changes). Nothing "
+        "to do but wait."
+    )
+    assert explain.headline(pods) == (
+        "pod p-0 on n1 (Ready=True): nothing to do: wait until the node has been Ready long enough for its "
+        "kubelet to have stopped them"
     )

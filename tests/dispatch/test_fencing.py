@@ -20,13 +20,13 @@ from airflow_provider_dispatch.dispatch.fencing import (
     ExecutionPods,
     blocking_pods,
     nodes_to_check,
-    parse_time,
     record,
     recorded,
     vanished_pods,
 )
-from airflow_provider_dispatch.dispatch.nodes import NodeLookup, NodeRead
+from airflow_provider_dispatch.dispatch.nodes import RETURN_MARGIN_SECONDS, NodeLookup, NodeRead
 from airflow_provider_dispatch.dispatch.selection import Selection
+from airflow_provider_dispatch.dispatch.vocabulary import parse_time
 
 from .support import NS, OUT_OF_SERVICE, evidence, jobset, node, pod, runtime, trainjob
 
@@ -35,6 +35,11 @@ UNREACHABLE = {"key": "node.kubernetes.io/unreachable", "effect": "NoExecute"}
 #: node state -> (lookup, does a pod that vanished there still block?)
 NODE_STATES: dict[str, tuple[NodeLookup, bool]] = {
     "Ready=True": (node("n1"), False),
+    # back from a partition: the kubelet may not have stopped what was deleted while it was away (fencing.py)
+    "Ready=True, just returned": (node("n1", ready_for=0), True),
+    "Ready=True, returned within grace and margin": (node("n1", ready_for=30 + int(RETURN_MARGIN_SECONDS) - 1), True),
+    "Ready=True, returned longer than grace and margin": (node("n1", ready_for=30 + int(RETURN_MARGIN_SECONDS)), False),
+    "Ready=True, no heartbeat times": (node("n1", ready_for=None), True),
     "Ready=True, out-of-service": (node("n1", taints=[OUT_OF_SERVICE]), False),
     "Ready=False": (node("n1", ready="False"), True),
     "Ready=Unknown": (node("n1", ready="Unknown", taints=[UNREACHABLE]), True),
@@ -73,6 +78,22 @@ def test_a_recorded_pod_still_listed_is_judged_as_any_pod(state: str) -> None:
     assert [(p.name, p.blocking) for p in remaining] == [("p-0", Blocking.NOT_FINISHED)]
 
 
+@pytest.mark.parametrize(
+    ("grace", "ready_for", "blocks"), [(600, 659, True), (600, 660, False), (None, 89, True), (None, 90, False)]
+)
+def test_a_returned_node_confirms_after_the_recorded_grace_and_the_margin(
+    grace: int | None, ready_for: int, blocks: bool
+) -> None:
+    """The grace the record kept for the node counts (the default 30 s for a record without one): a node that came
+    back is trusted only once its kubelet has reported Ready for longer than that plus the relist margin."""
+    execution_pods = ExecutionPods(1, {"n1": ("p-0",)}, grace={} if grace is None else {"n1": grace})
+    assert recorded(held_with(execution_pods), 1, "ml/ft-7") == execution_pods
+    found = vanished_pods(execution_pods, NS, [], (), {"n1": node("n1", ready_for=ready_for)})
+    assert bool(found) is blocks
+    if blocks:
+        assert found[0].deletion_grace_period_seconds == (grace or 30)
+
+
 def test_a_node_never_read_is_not_confirmation() -> None:
     assert [p.node.label for p in vanished_pods(ExecutionPods(1, {"n1": ("p-0",)}), NS, [], (), {})] == ["not readable"]
 
@@ -86,11 +107,19 @@ def test_the_record_keeps_the_pods_that_may_run_by_node() -> None:
         pod("failed", node="n1", phase="Failed"),
         pod("unscheduled", node=None, uid="u-u", phase="Pending"),
     ]
+    pods[0]["spec"]["terminationGracePeriodSeconds"] = 600  # the longest grace on n2 is kept for n2
+    pods[1]["metadata"]["deletionGracePeriodSeconds"] = 5
+    pods[4]["spec"]["terminationGracePeriodSeconds"] = 3600  # finished: not recorded, its grace neither
     since = parse_time("2026-12-03T10:00:00Z")
     made = record(3, pods, since=since)
     uids = {"a": "u-a", "b": "u-b", "c": "u-c", "unscheduled": "u-u"}
     assert made == ExecutionPods(
-        3, {"n1": ("c",), "n2": ("a", "b")}, uids=uids, unscheduled=("unscheduled",), since=since
+        3,
+        {"n1": ("c",), "n2": ("a", "b")},
+        uids=uids,
+        unscheduled=("unscheduled",),
+        since=since,
+        grace={"n1": 30, "n2": 600},
     )
     assert json.loads(made.to_annotation()) == {
         "admission": 3,
@@ -98,6 +127,7 @@ def test_the_record_keeps_the_pods_that_may_run_by_node() -> None:
         "uids": uids,
         "unscheduled": ["unscheduled"],
         "since": "2026-12-03T10:00:00Z",
+        "grace": {"n1": 30, "n2": 600},
     }
     assert recorded(held_with(made, admission="3"), 3, "ml/ft-7") == made
 
@@ -122,6 +152,8 @@ def test_a_record_too_large_keeps_the_nodes_without_names() -> None:
         ('{"admission": true, "nodes": {}}', "no integer admission"),
         ('{"admission": 1, "nodes": {"n1": "p"}}', "nodes is not a map"),
         ('{"admission": 1, "nodes": [1]}', "nodes is not a map"),
+        ('{"admission": 1, "nodes": {}, "grace": {"n1": -1}}', "grace is not a map"),
+        ('{"admission": 1, "nodes": {}, "grace": {"n1": "30"}}', "grace is not a map"),
     ],
 )
 def test_a_malformed_record_is_refused_with_what_to_do(raw: str, why: str) -> None:

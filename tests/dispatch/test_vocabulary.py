@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 import pytest
 
 from airflow_provider_dispatch.dispatch import vocabulary as v
@@ -63,3 +65,19 @@ def test_accessors_read_missing_as_absent(broken: object) -> None:
 
 def test_non_string_label_values_are_dropped() -> None:
     assert v.labels_of({"metadata": {"labels": {"a": "1", "b": 2, "c": None}}}) == {"a": "1"}
+
+
+@pytest.mark.parametrize(
+    ("text", "parsed"),
+    [
+        ("2026-08-21T10:00:00Z", datetime(2026, 8, 21, 10, 0, 0, tzinfo=UTC)),
+        ("2026-08-21T12:00:00+02:00", datetime(2026, 8, 21, 10, 0, 0, tzinfo=UTC)),
+        ("2026-08-21T10:00:00", None),  # no zone: not a metav1.Time
+        ("yesterday", None),
+        ("", None),
+        (None, None),
+        (17, None),
+    ],
+)
+def test_parse_time_reads_only_what_the_api_writes(text: object, parsed: datetime | None) -> None:
+    assert v.parse_time(text) == parsed

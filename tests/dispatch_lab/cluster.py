@@ -17,6 +17,7 @@ import copy
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
 import kubernetes
@@ -25,7 +26,8 @@ from kubernetes.client import ApiException
 from airflow_provider_dispatch.dispatch import vocabulary as v
 from airflow_provider_dispatch.dispatch.admission import dispatch_runtime_patch
 from airflow_provider_dispatch.dispatch.assessment import Execution
-from airflow_provider_dispatch.dispatch.fencing import parse_time, record
+from airflow_provider_dispatch.dispatch.fencing import format_time, record
+from airflow_provider_dispatch.dispatch.vocabulary import parse_time
 from airflow_provider_dispatch.lab.scenario import manifests
 
 Obj = dict[str, Any]
@@ -37,17 +39,24 @@ UNREACHABLE = {"key": "node.kubernetes.io/unreachable", "effect": "NoExecute", "
 NOT_READY = {"key": "node.kubernetes.io/not-ready", "effect": "NoExecute", "timeAdded": TIMESTAMP}
 
 
-def ready_condition(status: str) -> Obj:
-    """A Node's Ready condition. The kubelet posts True (`KubeletReady`); the node lifecycle controller
-    writes Unknown when the kubelet stops posting (reason strings UNVERIFIED, k8s-apis §5.3)."""
+#: how long a node has been in its Ready state at its last report, unless a test says otherwise: a day
+A_DAY = 86400
+
+
+def ready_condition(status: str, ready_for: int = A_DAY) -> Obj:
+    """A Node's Ready condition, last reported at TIMESTAMP, in that state for `ready_for` seconds then (fencing
+    counts it for a node back from a partition). The kubelet posts True (`KubeletReady`); the node lifecycle
+    controller writes Unknown when the kubelet stops posting (reason strings UNVERIFIED, k8s-apis §5.3)."""
     reasons = {"True": "KubeletReady", "False": "KubeletNotReady", "Unknown": "NodeStatusUnknown"}
+    reported = parse_time(TIMESTAMP)
+    assert reported is not None
     return {
         "type": v.CONDITION_READY,
         "status": status,
         "reason": reasons[status],
         "message": "set by the adapter tests",
         "lastHeartbeatTime": TIMESTAMP,
-        "lastTransitionTime": TIMESTAMP,
+        "lastTransitionTime": format_time(reported - timedelta(seconds=ready_for)),
     }
 
 
@@ -107,10 +116,10 @@ class Cluster:
         """Nodes are cluster-scoped: a per-test name."""
         return name if name.endswith(self.suffix) else f"{name}-{self.suffix}"
 
-    def set_ready(self, node: str, ready: str | None) -> None:
-        """The node's conditions as the kubelet or the lifecycle controller writes them through /status.
-        A JSON merge patch replaces the list as a whole (None removes it)."""
-        conditions = None if ready is None else [ready_condition(ready)]
+    def set_ready(self, node: str, ready: str | None, *, ready_for: int = A_DAY) -> None:
+        """The node's conditions as the kubelet or the lifecycle controller writes them through /status, in that
+        state for `ready_for` seconds. A JSON merge patch replaces the list as a whole (None removes it)."""
+        conditions = None if ready is None else [ready_condition(ready, ready_for)]
         self.merge_patch(f"/api/v1/nodes/{node}/status", {"status": {"conditions": conditions}})
 
     def merge_patch(self, path: str, body: Mapping[str, Any]) -> None:

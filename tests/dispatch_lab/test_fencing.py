@@ -17,6 +17,7 @@ from airflow_provider_dispatch.dispatch import vocabulary as v
 from airflow_provider_dispatch.dispatch.assessment import Execution, State
 from airflow_provider_dispatch.dispatch.blocking import Blocking
 from airflow_provider_dispatch.dispatch.errors import PodsRemainError
+from airflow_provider_dispatch.dispatch.nodes import RETURN_MARGIN_SECONDS
 
 from .cluster import Cluster
 from .conftest import DispatchLab, Either
@@ -119,8 +120,16 @@ async def test_a_vanished_pod_stops_blocking_when_its_node_recovers_or_is_delete
         await adapter.release(ref)
 
     if recovery == "Ready again":
-        # a live kubelet kills the containers of pods that are no longer in the API (k8s-apis §5.2)
-        cluster.set_ready(lost, "True")
+        # back from the partition: its kubelet stops what was deleted meanwhile once it relists, within the pod's
+        # grace (the default 30 s here), so the node must have reported Ready for that plus the margin first
+        cluster.set_ready(lost, "True", ready_for=0)
+        with pytest.raises(PodsRemainError) as refused:
+            await adapter.release(ref)
+        assert "has been Ready only briefly (0s so far" in str(refused.value)
+        cluster.set_ready(lost, "True", ready_for=30 + int(RETURN_MARGIN_SECONDS) - 1)
+        with pytest.raises(PodsRemainError):
+            await adapter.release(ref)
+        cluster.set_ready(lost, "True", ready_for=30 + int(RETURN_MARGIN_SECONDS))
     else:
         cluster.delete_node(lost)
     assert await adapter.release(ref) == Execution("ft-7", "1", 2)

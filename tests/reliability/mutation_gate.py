@@ -107,6 +107,14 @@ MUTANTS: tuple[Mutant, ...] = (
         "return remaining",
         "a recorded pod deleted while its node cannot confirm its end may still run (fencing.py)",
     ),
+    Mutant(
+        "fencing-returned-node",
+        "dispatch/nodes.py",
+        "return state.ready_for < confirming_seconds(grace_seconds)",
+        "return False",
+        "a node back from a partition kills what was deleted meanwhile only after it relists, with the pod's "
+        "grace (fencing.py)",
+    ),
     # --- the record --------------------------------------------------------------------------------------------
     Mutant(
         "hold-record",
