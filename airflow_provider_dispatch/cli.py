@@ -9,13 +9,14 @@ read, so a name such as `a,b` is a usage error (exit 2) and never becomes a requ
 (cli_options.py); how they run and print, once or with --watch, is cli_report.py's. Exit codes are
 `status_view.EXIT_*`: 0 the status was printed; 1 refused (not found, not managed by dispatch, forbidden, an
 unloadable kubeconfig, a listed TrainJob that could not be assessed); 2 usage; 3 unreachable or a failed call
-worth retrying.
+worth retrying; 130 interrupted by Ctrl-C before the answer (`DispatchGroup`).
 """
 
 from __future__ import annotations
 
 import asyncio
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -35,9 +36,22 @@ from airflow_provider_dispatch.dispatch.evidence import DEFAULT_SETTLE_SECONDS
 from airflow_provider_dispatch.dispatch.policy import RISKS
 from airflow_provider_dispatch.dispatch.validation import Ref, validate_job_id, validate_namespace
 from airflow_provider_dispatch.extras import require_lab_extra
+from airflow_provider_dispatch.status_view import EXIT_INTERRUPTED
 
 
-@click.group()
+class DispatchGroup(click.Group):
+    """The command group: Ctrl-C ends a command as a shell expects of an interrupted program, exit 130 and no
+    message. click's own handling prints "Aborted!" and exits 1, which here means a refusal (docs/cli.rst). The
+    watch and the admission controller handle SIGINT themselves and exit 0."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except KeyboardInterrupt:
+            raise click.exceptions.Exit(EXIT_INTERRUPTED) from None
+
+
+@click.group(cls=DispatchGroup)
 @click.version_option(__version__, prog_name="dispatch")
 def main() -> None:
     """Restart Kubeflow Trainer TrainJobs without ever running two executions at once."""

@@ -26,6 +26,8 @@ EXIT_OK: Final = 0
 EXIT_REFUSED: Final = 1
 EXIT_USAGE: Final = 2
 EXIT_UNREACHABLE: Final = 3
+#: Ctrl-C before the answer: 128 + SIGINT, what a shell reports for a program SIGINT ended (kubectl, for one)
+EXIT_INTERRUPTED: Final = 130
 
 UNKNOWN_AGE: Final = "<unknown>"
 _REMAINING_PREFIX: Final = remaining_line(()).split(":", 1)[0] + ":"
@@ -187,6 +189,7 @@ def creation_time(trainjob: Mapping[str, Any]) -> datetime | None:
 
 
 __all__ = [
+    "EXIT_INTERRUPTED",
     "EXIT_OK",
     "EXIT_REFUSED",
     "EXIT_UNREACHABLE",

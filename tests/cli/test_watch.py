@@ -167,3 +167,25 @@ def next_document(process: subprocess.Popen[str]) -> dict[str, Any]:
             assert isinstance(document, dict)
             return document
     raise AssertionError(f"the process ended inside a document: {lines}")
+
+
+@pytest.mark.timeout(120)
+def test_ctrl_c_ends_a_one_shot_command_with_130_and_no_message(cli_lab: CliLab, cluster: Cluster) -> None:
+    """Without --watch, a Ctrl-C while the read waits on the server ends the command as a shell expects of an
+    interrupted program (exit 130, nothing printed), not with click's "Aborted!" and exit 1, which this CLI uses
+    for a refusal (docs/cli.rst, exit codes)."""
+    cluster.held_after_execution("ft-o", runtime=cluster.runtime(), admission=1)
+    ns = cluster.namespace
+
+    def trainjob_read(request: web.Request) -> bool:
+        return request.method == "GET" and request.path.endswith(f"/namespaces/{ns}/trainjobs/ft-o")
+
+    with (
+        cli_lab.holding(trainjob_read) as arrived,
+        dispatch("status", f"{ns}/ft-o", "--kubeconfig", str(cli_lab.kubeconfig)) as process,
+    ):
+        assert arrived.wait(60), "the command never read the TrainJob"
+        assert interrupt(process) == 130
+        assert process.stdout is not None
+        assert process.stderr is not None
+        assert (process.stdout.read(), process.stderr.read()) == ("", "")
