@@ -92,10 +92,12 @@ class ExecutionRecords:
         if self.store is not None:
             self.store.set(STATE_KEY, expected.as_json())
             self.log.info(
-                "Recorded the expected execution %s (admission %s) of %s before admitting it",
-                expected.job_id,
+                "Recorded, before the admitting write, the execution this try expects: admission %s of %s (job id "
+                "%s, submission %s); a retry after a lost answer returns it instead of admitting again",
                 expected.admission,
                 expected.ref,
+                expected.job_id,
+                expected.submission,
             )
 
     def forget(self) -> None:

@@ -89,7 +89,12 @@ from airflow_provider_dispatch.dispatch.payloads import remaining_fingerprint
 from airflow_provider_dispatch.dispatch.policy import validate_accepted_risks
 from airflow_provider_dispatch.dispatch.sync_adapter import DispatchAdapter
 from airflow_provider_dispatch.dispatch.validation import Ref, parse_ref, rendered_nothing
-from airflow_provider_dispatch.dispatch.vocabulary import LABEL_JOB_ID, LABEL_SUBMISSION, labels_of
+from airflow_provider_dispatch.dispatch.vocabulary import (
+    LABEL_JOB_ID,
+    LABEL_KUEUE_QUEUE_NAME,
+    LABEL_SUBMISSION,
+    labels_of,
+)
 from airflow_provider_dispatch.hooks.dispatch import DEFAULT_CONN_ID, DispatchHook
 from airflow_provider_dispatch.hooks.errors import airflow_errors, airflow_exception, exception_for_event
 from airflow_provider_dispatch.lineage import trainjob_lineage
@@ -365,7 +370,8 @@ class AdmittingOperator(TrainJobOperator):
         if obj is not None and obj.mode is Mode.KUEUE:
             return self.admit_kueue(context, adapter, obj)
         wrote_record = False
-        if records.available and (obj is None or held):
+        # an open in Kueue mode admits nothing (Kueue does, through dispatch's admission check): nothing to record
+        if records.available and (obj is None or held) and not (obj is None and self.opens_in_kueue()):
             ids = (obj.job_id, obj.submission) if obj is not None else known_ids
             if ids is not None:
                 records.record(
@@ -382,6 +388,10 @@ class AdmittingOperator(TrainJobOperator):
         if wrote_record or recorded is not None:
             records.forget()
         return execution
+
+    def opens_in_kueue(self) -> bool:
+        """Whether this operator creates a TrainJob that Kueue admits (its manifest names a queue)."""
+        return False
 
     @staticmethod
     def _read(adapter: DispatchAdapter, ref: Ref, *, missing_ok: bool) -> tuple[ManagedObject | None, bool]:
@@ -530,6 +540,11 @@ class TrainJobOpenOperator(AdmittingOperator):
             ref, body = programs.prepare_manifest(manifest)
         found = labels_of(body)
         return ref, (found[LABEL_JOB_ID], found[LABEL_SUBMISSION])
+
+    def opens_in_kueue(self) -> bool:
+        with airflow_errors():
+            _, body = programs.prepare_manifest(self.parsed_manifest())
+        return LABEL_KUEUE_QUEUE_NAME in labels_of(body)
 
     def admit(self, adapter: DispatchAdapter, ref: Ref) -> Execution:
         return adapter.open(self.parsed_manifest(), ref=ref)

@@ -128,7 +128,9 @@ def test_a_lost_response_is_not_admitted_twice_across_retries(
     assert result.xcom("release") == {"job_id": "ft-7", "submission": "1", "admission": 5}
     live = cluster.trainjob_object("ft-7")
     assert (admission_of(cluster), live["spec"]["suspend"]) == ("5", True)
-    assert "already reached admission 5" in capfd.readouterr().out
+    out = capfd.readouterr().out
+    assert f"the execution this try expects: admission 5 of {cluster.namespace}/ft-7 (job id ft-7, submission 1)" in out
+    assert "already reached admission 5" in out
     puts = worker_calls(airflow_lab.probe.since(mark), "PUT", "/trainjobs/ft-7")
     assert puts[0].status == "dropped"
     assert {s.status for s in puts[1:]} <= {409}  # urllib3 may repeat the PUT: conditional, it is refused

@@ -438,7 +438,7 @@ def test_scheduled_retries_wait_by_retrying_until_the_old_pods_are_gone(
 
 
 def test_kueue_mode_readmits_only_after_the_old_pods_are_gone(
-    cluster_lab: ClusterLab, example_dags: dict[str, Any], namespace: str
+    cluster_lab: ClusterLab, example_dags: dict[str, Any], namespace: str, capfd: pytest.CaptureFixture[str]
 ) -> None:
     check = f"drained-{uuid.uuid4().hex[:6]}"
     setup = cluster_lab.kueue.create_queues(
@@ -454,6 +454,8 @@ def test_kueue_mode_readmits_only_after_the_old_pods_are_gone(
     )
     assert result.state == "success"
     assert result.xcom("open")["admission"] == 0  # Kueue admits, not the open
+    # so the open records no execution it expects to admit (the release neither: it reactivates the Workload)
+    assert "the execution this try expects" not in capfd.readouterr().out
     admitted, readmitted = result.xcom("wait_admitted"), result.xcom("wait_readmitted")
     assert (admitted["admission"], readmitted["admission"]) == (1, 2)
     assert result.xcom("release")["admission"] == 1  # release reactivates; the admission check raises A
