@@ -23,15 +23,18 @@ Every later drain check compares the record with what its label selections list:
 * a recorded pod that is not listed is looked up by name (`lookups`): if a pod of that name and the recorded
   uid exists, its labels were edited, and it is judged as a listed pod (it blocks while it may run);
 * otherwise its object is gone, and it blocks until its node confirms that its containers stopped: the node is
-  ceased (out-of-service and not Ready, PodGC's own test: nodes.py), gone (deleted: DESIGN §4), or its kubelet
-  has reported `Ready=True` for longer than the pod's grace period plus `RETURN_MARGIN_SECONDS`, by the
-  kubelet's own clock (`NodeState.ready_for`). A live kubelet kills the containers of a pod that left the API,
+  ceased (out-of-service and not Ready, PodGC's own test: nodes.py), gone (deleted: DESIGN §4), `Ready=True`
+  throughout since the record (its Ready condition's `lastTransitionTime` is the one the record kept: the
+  kubelet never left, so it saw each deletion as it happened), or `Ready=True` again and its kubelet has
+  reported so for longer than the pod's grace period plus `RETURN_MARGIN_SECONDS`, by the kubelet's own clock
+  (`NodeState.ready_for`). A live kubelet kills the containers of a pod that left the API,
   but only once it learns of it, and with the grace it last knew: a node that was unreachable when the pod was
   force-deleted relists its pods when it comes back, sees the pod gone (`pkg/kubelet/config` sends a remove,
   `kubelet.go` `HandlePodRemoves` / `deletePod`) and kills it with the pod's `terminationGracePeriodSeconds`,
   the deletion's own grace never having reached it (k8s-apis §5.2). So `Ready=True` alone is not the end: the
   process may run for the grace period after the node returns (the promise issue's "force-deleted, then the
-  node returned"). The record keeps, per node, the longest grace of its pods (`grace`). A recorded pod that was
+  node returned"). The record keeps, per node, the longest grace of its pods (`grace`) and, for a node Ready
+  when it was written, that Ready condition's transition time (`ready`, read with the pods: one GET per node). A recorded pod that was
   never scheduled runs nothing once its object is gone.
 
 Decisions and their limits:
@@ -45,7 +48,8 @@ Decisions and their limits:
   its relist of pods: both start when the connection does, the relist after the reflector's back-off (0.8 s
   doubling to 30 s, jittered: `client-go/tools/cache/reflector.go`). That bound is read from code, not measured
   on a real partition (UNVERIFIED). Because the heartbeat moves once per report, a node that returned is
-  trusted about 5 minutes after it did, on a real kubelet's defaults.
+  trusted about 5 minutes after it did, on a real kubelet's defaults. A node that was not Ready when the record
+  was written, or a record written by an earlier version (no `ready`), waits the same way once Ready.
 * A node whose partition was shorter than the node lifecycle controller's grace (50 s) never shows Ready=False
   or Unknown: its Ready condition keeps the old transition time, so a pod force-deleted during such a partition
   looks confirmed at once. Force deletion of a pod on a node that looks Ready stays outside the promise
@@ -133,6 +137,8 @@ class ExecutionPods:
     started: datetime | None = None
     #: per node, the longest grace of its recorded pods (`grace_of`); a node not in it counts the default
     grace: Mapping[str, int] = field(default_factory=dict)
+    #: per node Ready when the record was written, its Ready condition's `lastTransitionTime` then
+    ready: Mapping[str, str] = field(default_factory=dict)
 
     def grace_on(self, node: str) -> int:
         return self.grace.get(node, DEFAULT_GRACE_SECONDS)
@@ -163,6 +169,8 @@ class ExecutionPods:
             body["started"] = format_time(self.started)
         if self.grace:
             body["grace"] = dict(self.grace)
+        if self.ready:
+            body["ready"] = dict(self.ready)
         return json.dumps(body, sort_keys=True, separators=(",", ":"))
 
 
@@ -172,8 +180,10 @@ def record(
     *,
     since: datetime | None = None,
     started: datetime | None = None,
+    nodes: Mapping[str, NodeLookup] | None = None,
 ) -> ExecutionPods:
-    """The record of the `pods` (a lineage selection) that block (not finished), by node, with their uids."""
+    """The record of the `pods` (a lineage selection) that block (not finished), by node, with their uids and
+    grace, and for each of their `nodes` (as read for the record) that is Ready, since when."""
     by_node: dict[str, list[str]] = {}
     unscheduled: list[str] = []
     uids: dict[str, str] = {}
@@ -199,6 +209,11 @@ def record(
         since=since,
         started=started,
         grace=dict(sorted(grace.items())),
+        ready={
+            node: since_ready
+            for node in sorted(by_node)
+            if (since_ready := node_state(node, (nodes or {}).get(node)).ready_since) is not None
+        },
     )
 
 
@@ -238,6 +253,9 @@ def recorded(trainjob: Mapping[str, Any], admission: int, ref: str) -> Execution
     grace = body.get("grace", {})
     if not isinstance(grace, dict) or not all(isinstance(k, str) and _seconds(g) for k, g in grace.items()):
         raise _malformed(ref, "grace is not a map of node names to whole seconds")
+    ready = body.get("ready", {})
+    if not isinstance(ready, dict) or not all(isinstance(k, str) and isinstance(t, str) for k, t in ready.items()):
+        raise _malformed(ref, "ready is not a map of node names to times")
     times = {key: parse_time(body.get(key)) for key in ("since", "started")}
     if any(body.get(key) is not None and moment is None for key, moment in times.items()):
         raise _malformed(ref, "since or started is not an RFC 3339 time")
@@ -251,6 +269,7 @@ def recorded(trainjob: Mapping[str, Any], admission: int, ref: str) -> Execution
         since=times["since"],
         started=times["started"],
         grace=dict(grace),
+        ready=dict(ready),
     )
 
 
@@ -302,7 +321,7 @@ def vanished_pods(
     result: list[RemainingPod] = []
     for node, recorded_names in execution_pods.nodes.items():
         state = node_state(node, nodes.get(node))
-        if not unconfirmed(state, execution_pods.grace_on(node)):
+        if not unconfirmed(state, execution_pods.grace_on(node), execution_pods.ready.get(node)):
             continue
         if not recorded_names:
             if node not in blocked_nodes:

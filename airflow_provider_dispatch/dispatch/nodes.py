@@ -85,6 +85,9 @@ class NodeState:
     out_of_service: bool = False
     #: seconds the kubelet has reported Ready=True, by its own clock (module docstring); None when unknown
     ready_for: float | None = None
+    #: the Ready condition's `lastTransitionTime` as written, while it is True: fencing.py compares it with the
+    #: one its record kept, to tell a node Ready throughout from one that went away and came back
+    ready_since: str | None = None
 
     @property
     def ceased(self) -> bool:
@@ -117,6 +120,15 @@ class NodeState:
             "out_of_service": self.out_of_service,
             "ceased": self.ceased,
         }
+
+
+def ready_since(node: Mapping[str, Any]) -> str | None:
+    """The Ready condition's `lastTransitionTime` as written, while the condition is True; else None."""
+    ready = condition(node, CONDITION_READY)
+    if ready is None or ready.get("status") != Readiness.TRUE.value:
+        return None
+    since = ready.get("lastTransitionTime")
+    return since if isinstance(since, str) and since else None
 
 
 def ready_for(node: Mapping[str, Any]) -> float | None:
@@ -167,15 +179,22 @@ def node_state(node_name: str | None, lookup: NodeLookup | None) -> NodeState:
         ready_reported=reported,
         out_of_service=has_out_of_service_taint(lookup),
         ready_for=ready_for(lookup),
+        ready_since=ready_since(lookup),
     )
 
 
-def unconfirmed(state: NodeState, grace_seconds: int) -> bool:
-    """Nobody confirmed that containers of a pod deleted on this node stopped: it is not ceased, and its kubelet
-    has not reported Ready for longer than the pod's grace plus the margin (fencing.py)."""
+def unconfirmed(state: NodeState, grace_seconds: int, ready_since_record: str | None) -> bool:
+    """Nobody confirmed that containers of a pod deleted on this node stopped (fencing.py): it is not ceased, and
+    it is not Ready, or it became Ready since the record (`ready_since_record`: the Ready transition the record
+    kept, None when the node was not Ready then or nothing was kept) and its kubelet has not reported Ready for
+    longer than the pod's grace plus the margin since."""
     if state.ceased:
         return False
-    if state.ready is not Readiness.TRUE or state.ready_for is None:
+    if state.ready is not Readiness.TRUE:
+        return True
+    if ready_since_record is not None and state.ready_since == ready_since_record:
+        return False  # Ready throughout since the record: its kubelet saw every deletion as it happened
+    if state.ready_for is None:
         return True
     return state.ready_for < confirming_seconds(grace_seconds)
 

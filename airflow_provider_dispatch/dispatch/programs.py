@@ -68,7 +68,7 @@ from airflow_provider_dispatch.dispatch.assessment import (
     managed,
     remaining_report,
 )
-from airflow_provider_dispatch.dispatch.blocking import RemainingPod
+from airflow_provider_dispatch.dispatch.blocking import RemainingPod, nodes_to_read
 from airflow_provider_dispatch.dispatch.errors import (
     AlreadyExistsError,
     ConflictError,
@@ -647,9 +647,10 @@ def _replicated_jobs_of_runtime(trainjob: Mapping[str, Any]) -> Program[list[Map
 
 def read_lineage(
     obj: ManagedObject, trainjob: Mapping[str, Any], *, page_size: int
-) -> Program[tuple[Mapping[str, Any], ...]]:
-    """The object's pods by a selection no label edit defeats (`selection.Lineage`): one full read of the
-    namespace, paid once per hold. The Job names come from the JobSet, or from the runtime when there is none."""
+) -> Program[tuple[tuple[Mapping[str, Any], ...], dict[str, NodeLookup]]]:
+    """What a record is made of: the object's pods by a selection no label edit defeats (`selection.Lineage`), one
+    full read of the namespace paid once per hold, the Job names from the JobSet, or from the runtime when there
+    is none; then the Nodes of those that may run, whose Ready transition the record keeps (fencing.py)."""
     jobset = yield from read_jobset(obj.ref)
     if jobset is not None:
         replicated = v.object_list(jobset, "spec", "replicatedJobs")
@@ -657,7 +658,8 @@ def read_lineage(
         replicated = yield from _replicated_jobs_of_runtime(trainjob)
     lineage = Lineage(obj.selection, frozenset(jobset_job_names(obj.ref.name, replicated)))
     read = yield from _read_full(lineage, obj.ref.namespace, page_size, str(obj.ref))
-    return read.pods
+    nodes = yield from read_nodes(nodes_to_read(read.pods), ref=str(obj.ref))
+    return read.pods, nodes
 
 
 def ensure_record(
@@ -675,8 +677,8 @@ def ensure_record(
     if existing is not None:
         return trainjob, existing
     since = yield from server_time(text)
-    pods = yield from read_lineage(obj, trainjob, page_size=page_size)
-    made = record(obj.admission, pods, since=since)
+    pods, nodes = yield from read_lineage(obj, trainjob, page_size=page_size)
+    made = record(obj.admission, pods, since=since, nodes=nodes)
     if obj.admission == 0 and not made.names and not made.nodes:
         return trainjob, made
     current = yield from _same_execution_after_read(trainjob, obj)
@@ -914,13 +916,13 @@ def hold(
         yield from ensure_record(trainjob, obj, page_size=page_size)
         return obj.execution
     since = yield from server_time(text)
-    pods = yield from read_lineage(obj, trainjob, page_size=page_size)
+    pods, nodes = yield from read_lineage(obj, trainjob, page_size=page_size)
     trainjob = yield from _same_execution_after_read(trainjob, obj)
     # a record of this execution on a running object means it was held and resumed outside dispatch since
     # dispatch started it: its start is then unknown (evidence.py)
     resumed_outside = recorded(trainjob, obj.admission, text) is not None
     started = None if resumed_outside else v.parse_time(v.annotations_of(trainjob).get(v.ANNOTATION_ADMITTED_AT))
-    made = record(obj.admission, pods, since=since, started=started)
+    made = record(obj.admission, pods, since=since, started=started, nodes=nodes)
     yield from _replace(v.TRAINJOB, hold_body(trainjob, made.to_annotation()), text)
     return obj.execution
 
@@ -1027,9 +1029,9 @@ def open(
     obj = managed(body)
     dispatch_runtime_patch(runtime, obj.execution)
     since = yield from server_time(text)
-    leftovers = yield from read_lineage(obj, body, page_size=page_size)
+    leftovers, nodes = yield from read_lineage(obj, body, page_size=page_size)
     annotations = body["metadata"].setdefault("annotations", {})
-    annotations[v.ANNOTATION_EXECUTION_PODS] = record(0, leftovers, since=since).to_annotation()
+    annotations[v.ANNOTATION_EXECUTION_PODS] = record(0, leftovers, since=since, nodes=nodes).to_annotation()
     request = CreateObject(v.TRAINJOB, target.namespace, body)
     response = yield request
     if isinstance(response, ApiFailure):

@@ -118,7 +118,7 @@ def disjoint_pinned_read(selection: Selection, page_size: int) -> programs.Progr
 def lineage_read(spec: Mapping[str, Any], page_size: int) -> programs.Program[list[str]]:
     """The `hold-read` case: the reads a hold makes before its one write (`programs.read_lineage`)."""
     trainjob = yield from programs.read_trainjob(parse_ref(f"{spec['namespace']}/{spec['trainjob']}"))
-    pods = yield from programs.read_lineage(managed(trainjob), trainjob, page_size=page_size)
+    pods, _ = yield from programs.read_lineage(managed(trainjob), trainjob, page_size=page_size)
     return pod_names(pods)
 
 

@@ -28,7 +28,7 @@ from airflow_provider_dispatch.dispatch.nodes import RETURN_MARGIN_SECONDS, Node
 from airflow_provider_dispatch.dispatch.selection import Selection
 from airflow_provider_dispatch.dispatch.vocabulary import parse_time
 
-from .support import NS, OUT_OF_SERVICE, evidence, jobset, node, pod, runtime, trainjob
+from .support import A_DAY, NS, OUT_OF_SERVICE, evidence, jobset, node, pod, runtime, trainjob
 
 UNREACHABLE = {"key": "node.kubernetes.io/unreachable", "effect": "NoExecute"}
 
@@ -94,6 +94,29 @@ def test_a_returned_node_confirms_after_the_recorded_grace_and_the_margin(
         assert found[0].deletion_grace_period_seconds == (grace or 30)
 
 
+@pytest.mark.parametrize(
+    ("recorded_for", "now_for", "blocks"),
+    [
+        (0, 0, False),  # Ready throughout since the record (same transition): confirmed at once, however fresh
+        (A_DAY, A_DAY, False),
+        (A_DAY, 0, True),  # the transition moved: the node went away and came back since the record
+        (None, 0, True),  # not Ready when recorded (or an older record): the grace and the margin count
+    ],
+)
+def test_a_node_ready_throughout_since_the_record_confirms_at_once(
+    recorded_for: int | None, now_for: int, blocks: bool
+) -> None:
+    """The record keeps the Ready transition of each node Ready then; the same transition now means the node
+    never left, so its kubelet saw each deletion as it happened (fencing.py)."""
+    pods = [pod("p-0", node="n1", uid="u-0")]
+    lookup: NodeLookup = node("n1", ready="Unknown") if recorded_for is None else node("n1", ready_for=recorded_for)
+    made = record(1, pods, nodes={"n1": lookup})
+    assert ("n1" in made.ready) is (recorded_for is not None)
+    assert recorded(held_with(made), 1, "ml/ft-7") == made
+    found = vanished_pods(made, NS, [], (), {"n1": node("n1", ready_for=now_for)})
+    assert bool(found) is blocks
+
+
 def test_a_node_never_read_is_not_confirmation() -> None:
     assert [p.node.label for p in vanished_pods(ExecutionPods(1, {"n1": ("p-0",)}), NS, [], (), {})] == ["not readable"]
 
@@ -154,6 +177,7 @@ def test_a_record_too_large_keeps_the_nodes_without_names() -> None:
         ('{"admission": 1, "nodes": [1]}', "nodes is not a map"),
         ('{"admission": 1, "nodes": {}, "grace": {"n1": -1}}', "grace is not a map"),
         ('{"admission": 1, "nodes": {}, "grace": {"n1": "30"}}', "grace is not a map"),
+        ('{"admission": 1, "nodes": {}, "ready": {"n1": 5}}', "ready is not a map"),
     ],
 )
 def test_a_malformed_record_is_refused_with_what_to_do(raw: str, why: str) -> None:

@@ -18,8 +18,9 @@ from airflow_provider_dispatch.dispatch.assessment import Execution, State
 from airflow_provider_dispatch.dispatch.blocking import Blocking
 from airflow_provider_dispatch.dispatch.errors import PodsRemainError
 from airflow_provider_dispatch.dispatch.nodes import RETURN_MARGIN_SECONDS
+from airflow_provider_dispatch.dispatch.vocabulary import parse_time
 
-from .cluster import Cluster
+from .cluster import A_DAY, Cluster
 from .conftest import DispatchLab, Either
 
 
@@ -57,6 +58,10 @@ async def test_the_hold_records_the_pods_that_were_not_finished_by_node(adapter:
     live = {p.metadata.name: p.metadata.uid for p in cluster.core.list_namespaced_pod(cluster.namespace).items}
     assert record["uids"] == {pod: live[pod] for pod in pods.values()}
     assert record["since"].endswith("Z")  # the API server's time, for the settle (evidence.py)
+    # each node's Ready transition as read for the record, and the longest grace of its pods (fencing.py)
+    transitions = {node: cluster.core.read_node(node).status.conditions[0].last_transition_time for node in pods}
+    assert {node: parse_time(t) for node, t in record["ready"].items()} == transitions
+    assert record["grace"] == dict.fromkeys(pods, 30)
 
     # a second hold (a retry) leaves the object and its record as they are
     rv = cluster.resource_version("ft-7")
@@ -135,11 +140,16 @@ async def test_a_vanished_pod_stops_blocking_when_its_node_recovers_or_is_delete
     assert await adapter.release(ref) == Execution("ft-7", "1", 2)
 
 
+@pytest.mark.parametrize("ready_for", [A_DAY, 0], ids=["ready-for-long", "ready-just-before-the-hold"])
 async def test_a_ready_node_with_the_pods_gone_costs_one_node_read_and_admits(
-    adapter: Either, cluster: Cluster, dispatch_lab: DispatchLab
+    adapter: Either, cluster: Cluster, dispatch_lab: DispatchLab, ready_for: int
 ) -> None:
-    """The common path: every kubelet confirmed; the recorded nodes are read once each, and are Ready."""
+    """The common path: every kubelet confirmed; the recorded nodes are read once each, and are Ready. A node
+    that became Ready just before the hold (a new node, one back from a repair) costs nothing more: the record
+    kept its Ready transition, and a node Ready throughout since saw every deletion as it happened."""
     ref, pods = _running_then_held(cluster)
+    for node in pods:
+        cluster.set_ready(node, "True", ready_for=ready_for)
     await adapter.hold(ref)
     _observed(cluster, pods, dispatch_lab)
     for pod in pods.values():
