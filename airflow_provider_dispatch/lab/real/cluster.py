@@ -46,6 +46,7 @@ from typing import Any, TypeVar
 
 import yaml
 
+from airflow_provider_dispatch.lab import runtime
 from airflow_provider_dispatch.lab.apiserver.auth.rbac_setup import (
     ADMIN_USER,
     IDENTITIES,
@@ -120,20 +121,11 @@ class NodeTimings:
 
 
 def write_kubeconfig(path: Path, server: str, ca_file: Path, token: str, user: str, namespace: str) -> Path:
-    """A kubeconfig for the real API server: its CA file and a bearer token."""
-    config = {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": [{"name": "real", "cluster": {"server": server, "certificate-authority": str(ca_file)}}],
-        "users": [{"name": user, "user": {"token": token}}],
-        "contexts": [{"name": f"real-{user}", "context": {"cluster": "real", "user": user, "namespace": namespace}}],
-        "current-context": f"real-{user}",
-        "preferences": {},
-    }
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(yaml.safe_dump(config, sort_keys=False))
-    path.chmod(0o600)
-    return path
+    """A kubeconfig for the real API server: a bearer token and the path of its CA file (the lab's writer, with
+    the cluster named `real`)."""
+    return runtime.write_kubeconfig(
+        path, server, token, user, namespace, ca_file=ca_file, cluster="real", inline_ca=False
+    )
 
 
 class ApiError(Exception):
