@@ -57,20 +57,30 @@ def write_kubeconfig(
     namespace: str = "default",
     *,
     ca_file: Path | None = None,
+    cluster: str = "lab",
+    inline_ca: bool = True,
 ) -> Path:
     """A kubeconfig for `server` with a bearer token; what `kubernetes.config.load_kube_config` reads.
 
-    `ca_file` (an https lab) goes in inline, so the kubeconfig stays valid on its own."""
-    cluster: dict[str, str] = {"server": server}
+    The lab and the real control plane (`real/cluster.py`) both write theirs here; what differs is a parameter.
+    `cluster` names the cluster entry and prefixes the context (`lab-<user>`, `real-<user>`), so a kubeconfig
+    says which of the two it reaches. `ca_file` (an https lab) goes in inline by default, so the kubeconfig stays
+    valid on its own; `inline_ca=False` names the file instead (`certificate-authority`), as the real cluster
+    does: its kubeconfigs live in its workdir beside its CA file and are removed with it."""
+    entry: dict[str, str] = {"server": server}
     if ca_file is not None:
-        cluster["certificate-authority-data"] = base64.b64encode(ca_file.read_bytes()).decode()
+        if inline_ca:
+            entry["certificate-authority-data"] = base64.b64encode(ca_file.read_bytes()).decode()
+        else:
+            entry["certificate-authority"] = str(ca_file)
+    context = f"{cluster}-{user}"
     config = {
         "apiVersion": "v1",
         "kind": "Config",
-        "clusters": [{"name": "lab", "cluster": cluster}],
+        "clusters": [{"name": cluster, "cluster": entry}],
         "users": [{"name": user, "user": {"token": token}}],
-        "contexts": [{"name": f"lab-{user}", "context": {"cluster": "lab", "user": user, "namespace": namespace}}],
-        "current-context": f"lab-{user}",
+        "contexts": [{"name": context, "context": {"cluster": cluster, "user": user, "namespace": namespace}}],
+        "current-context": context,
         "preferences": {},
     }
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -13,7 +13,7 @@ import pytest
 
 from airflow_provider_dispatch.lab import kinds
 from airflow_provider_dispatch.lab.apiserver.auth.auth import UserInfo
-from airflow_provider_dispatch.lab.apiserver.auth.rbac import RbacAuthorizer, aggregate
+from airflow_provider_dispatch.lab.apiserver.auth.rbac import RbacAuthorizer
 from airflow_provider_dispatch.lab.apiserver.auth.rbac_rules import (
     PolicyRule,
     Subject,
@@ -26,6 +26,7 @@ from airflow_provider_dispatch.lab.apiserver.auth.rbac_tokens import (
     StaticTokens,
     TokenAuthenticator,
 )
+from airflow_provider_dispatch.lab.apiserver.errors import aggregate
 from airflow_provider_dispatch.lab.apiserver.requests import RequestInfo, parse_request
 from airflow_provider_dispatch.lab.apiserver.storage.store import Store
 from airflow_provider_dispatch.lab.clock import LabClock

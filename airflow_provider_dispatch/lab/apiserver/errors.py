@@ -44,6 +44,20 @@ class ApiError(Exception):
         return body
 
 
+def aggregate(messages: Sequence[str]) -> str:
+    """`utilerrors.NewAggregate(errs).Error()` (`apimachinery/pkg/util/errors/errors.go`): one message alone,
+    several de-duplicated (first occurrence kept) inside brackets and joined by ", ".
+
+    Field-error lists (webhook denials, label-selector requirements) and RBAC's resolution errors all print
+    through this one Go function, so the lab has one copy. Callers pass at least one message: Go's empty
+    aggregate is nil, which none of them prints.
+    """
+    unique = list(dict.fromkeys(messages))
+    if len(unique) == 1:
+        return unique[0]
+    return "[" + ", ".join(unique) + "]"
+
+
 def _qualified(plural: str, group: str) -> str:
     """`pods` or `trainjobs.trainer.kubeflow.org`: the resource as apierrors names it (`GroupResource.String`)."""
     return f"{plural}.{group}" if group else plural

@@ -46,6 +46,7 @@ from typing import Any, TypeVar
 
 import yaml
 
+from airflow_provider_dispatch.lab import runtime
 from airflow_provider_dispatch.lab.apiserver.auth.rbac_setup import (
     ADMIN_USER,
     IDENTITIES,
@@ -120,20 +121,11 @@ class NodeTimings:
 
 
 def write_kubeconfig(path: Path, server: str, ca_file: Path, token: str, user: str, namespace: str) -> Path:
-    """A kubeconfig for the real API server: its CA file and a bearer token."""
-    config = {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": [{"name": "real", "cluster": {"server": server, "certificate-authority": str(ca_file)}}],
-        "users": [{"name": user, "user": {"token": token}}],
-        "contexts": [{"name": f"real-{user}", "context": {"cluster": "real", "user": user, "namespace": namespace}}],
-        "current-context": f"real-{user}",
-        "preferences": {},
-    }
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(yaml.safe_dump(config, sort_keys=False))
-    path.chmod(0o600)
-    return path
+    """A kubeconfig for the real API server: a bearer token and the path of its CA file (the lab's writer, with
+    the cluster named `real`)."""
+    return runtime.write_kubeconfig(
+        path, server, token, user, namespace, ca_file=ca_file, cluster="real", inline_ca=False
+    )
 
 
 class ApiError(Exception):
@@ -403,58 +395,56 @@ class RealCluster:
             self._tokens[identity] = str(answer["status"]["token"])
 
     def _start_kcm(self, logs: Path, kubeconfig: Path) -> None:
-        assert self.build is not None
-        port = free_port()
-        kcm = self._program(
+        """kube-controller-manager with only the lab's controllers and its node lifecycle timings."""
+        self._start_component(
             "kube-controller-manager",
+            "kcm-certs",
+            logs,
+            kubeconfig,
             [
-                self.build.program("kube-controller-manager"),
-                f"--kubeconfig={kubeconfig}",
-                f"--authentication-kubeconfig={kubeconfig}",
-                f"--authorization-kubeconfig={kubeconfig}",
-                "--leader-elect=false",
-                "--bind-address=127.0.0.1",
-                f"--secure-port={port}",
-                f"--cert-dir={self.workdir / 'kcm-certs'}",
                 f"--controllers={','.join(KCM_CONTROLLERS)}",
                 f"--node-monitor-period={self.timings.monitor_period}",
                 f"--node-monitor-grace-period={self.timings.monitor_grace_period}",
                 f"--node-startup-grace-period={self.timings.startup_grace_period}",
                 "--use-service-account-credentials=false",
-                "--v=1",
             ],
-            logs,
-        )
-        wait_for(
-            "kube-controller-manager /healthz",
-            lambda: _https_ok(f"https://127.0.0.1:{port}/healthz"),
-            timeout=60,
-            programs=[kcm],
         )
 
     def _start_scheduler(self, logs: Path, kubeconfig: Path) -> None:
+        self._start_component("kube-scheduler", "scheduler-certs", logs, kubeconfig, [])
+
+    def _start_component(
+        self, name: str, cert_dir: str, logs: Path, kubeconfig: Path, extra_flags: Sequence[str]
+    ) -> None:
+        """Start the control-plane binary `name` and wait for its /healthz.
+
+        kube-controller-manager and kube-scheduler take the same flags: one kubeconfig for the API and for
+        delegated authentication and authorization, no leader election, a secure port on loopback and a
+        self-signed serving pair in `cert_dir` (under the workdir; each its own). `extra_flags` go before `--v=1`.
+        """
         assert self.build is not None
         port = free_port()
-        scheduler = self._program(
-            "kube-scheduler",
+        program = self._program(
+            name,
             [
-                self.build.program("kube-scheduler"),
+                self.build.program(name),
                 f"--kubeconfig={kubeconfig}",
                 f"--authentication-kubeconfig={kubeconfig}",
                 f"--authorization-kubeconfig={kubeconfig}",
                 "--leader-elect=false",
                 "--bind-address=127.0.0.1",
                 f"--secure-port={port}",
-                f"--cert-dir={self.workdir / 'scheduler-certs'}",
+                f"--cert-dir={self.workdir / cert_dir}",
+                *extra_flags,
                 "--v=1",
             ],
             logs,
         )
         wait_for(
-            "kube-scheduler /healthz",
+            f"{name} /healthz",
             lambda: _https_ok(f"https://127.0.0.1:{port}/healthz"),
             timeout=60,
-            programs=[scheduler],
+            programs=[program],
         )
 
     def _start_workload_controllers(self, logs: Path, kube: dict[str, Path]) -> None:

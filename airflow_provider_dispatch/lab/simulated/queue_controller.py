@@ -18,6 +18,7 @@ from typing import Generic, TypeVar
 import aiohttp
 
 from airflow_provider_dispatch.dispatch.vocabulary import ApiCoordinates
+from airflow_provider_dispatch.lab.apiserver.registry.admission import AdmissionPlugin
 from airflow_provider_dispatch.lab.client import ApiStatusError, Informer, LabClient
 from airflow_provider_dispatch.lab.simulated.cluster import ClusterContext
 from airflow_provider_dispatch.lab.simulated.work_queue import KeyedQueue
@@ -46,6 +47,7 @@ class QueueController(Generic[K]):
         self.client: LabClient = ctx.client(f"dispatch-lab/{self.name}")
         self.queue: KeyedQueue[K] = KeyedQueue(ctx.clock)
         self._informers: list[Informer] = []
+        self._webhooks: list[AdmissionPlugin] = []
         self.started = asyncio.Event()
         """Set once the caches have synced and the workers run."""
 
@@ -53,6 +55,14 @@ class QueueController(Generic[K]):
         informer = Informer(self.client, coords)
         self._informers.append(informer)
         return informer
+
+    def serve_webhooks(self, *plugins: AdmissionPlugin) -> None:
+        """Register the controller's admission webhooks now, and unregister them when `run` ends (after the queue
+        and the client have shut down): JobSet's and Trainer's webhook servers run in their controller manager
+        process, so they answer exactly as long as the controller lives."""
+        for plugin in plugins:
+            self.ctx.admission.register(plugin)
+        self._webhooks.extend(plugins)
 
     async def sync(self, key: K) -> None:
         raise NotImplementedError
@@ -68,8 +78,12 @@ class QueueController(Generic[K]):
                 self.extra_workers(group)
                 self.started.set()
         finally:
-            self.queue.shutdown()
-            await self.client.close()
+            try:
+                self.queue.shutdown()
+                await self.client.close()
+            finally:
+                for plugin in self._webhooks:
+                    self.ctx.admission.unregister(plugin)
 
     def extra_workers(self, group: asyncio.TaskGroup) -> None:
         """Hook for controllers with a second queue (the Job controller's orphan-pod queue)."""

@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from airflow_provider_dispatch.lab.apiserver.errors import ApiError
+from airflow_provider_dispatch.lab.apiserver.errors import ApiError, aggregate
 
 
 def forbidden(path: str, detail: str) -> str:
@@ -44,13 +44,6 @@ def invalid_body(value: Any, detail: str) -> str:
     else:
         shown = json.dumps(value, sort_keys=True, separators=(",", ":"))
     return f"Invalid value: {shown}: {detail}"
-
-
-def aggregate(messages: list[str]) -> str:
-    unique = list(dict.fromkeys(messages))
-    if len(unique) == 1:
-        return unique[0]
-    return "[" + ", ".join(unique) + "]"
 
 
 def denied(webhook: str, messages: list[str]) -> ApiError:

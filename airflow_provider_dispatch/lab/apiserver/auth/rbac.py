@@ -36,6 +36,7 @@ from airflow_provider_dispatch.lab.apiserver.auth.rbac_rules import (
     rules_of,
     subjects_of,
 )
+from airflow_provider_dispatch.lab.apiserver.errors import aggregate
 from airflow_provider_dispatch.lab.apiserver.requests import RequestInfo
 from airflow_provider_dispatch.lab.apiserver.storage.store import Store, WatchEvent
 
@@ -56,16 +57,6 @@ class Resolution:
 
     rules: tuple[tuple[str, PolicyRule], ...]
     errors: tuple[str, ...]
-
-
-def aggregate(messages: tuple[str, ...]) -> str:
-    """`utilerrors.NewAggregate(errs).Error()`: one message alone, several de-duplicated inside brackets."""
-    if len(messages) == 1:
-        return messages[0]
-    unique = list(dict.fromkeys(messages))
-    if len(unique) == 1:
-        return unique[0]
-    return "[" + ", ".join(unique) + "]"
 
 
 class RbacAuthorizer:
@@ -98,7 +89,7 @@ class RbacAuthorizer:
                 if rule_allows(request, rule):
                     return Decision(True, f"RBAC: allowed by {source}")
             errors.extend(scope.errors)
-        return Decision(False, f"RBAC: {aggregate(tuple(errors))}" if errors else "")
+        return Decision(False, f"RBAC: {aggregate(errors)}" if errors else "")
 
     # ----------------------------------------------------------------------------------------- resolution
 

@@ -46,6 +46,8 @@ from typing import Any, Final, Literal
 import jsonpatch
 import jsonpointer
 
+from airflow_provider_dispatch.lab.apiserver.validation.schema_fields import go_json_kind
+
 __all__ = [
     "ATOMIC",
     "ListSemantics",
@@ -131,21 +133,6 @@ def unsupported_media_type(accepted: Iterable[str] = _PATCH_CONTENT_TYPES) -> Pa
     )
 
 
-def _json_type(value: Any) -> str:
-    """The JSON type name Go's decoder uses in "cannot unmarshal X into ..." messages."""
-    if isinstance(value, bool):
-        return "bool"
-    if isinstance(value, (int, float)):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list):
-        return "array"
-    if isinstance(value, dict):
-        return "object"
-    return "null"
-
-
 def _compact(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
 
@@ -155,7 +142,7 @@ def _not_an_object(result: Any) -> PatchError:
 
     The decoder's own wording after the colon is approximate: it depends on the kind's Go type.
     """
-    detail = f"json: cannot unmarshal {_json_type(result)} into Go value of type map[string]interface {{}}"
+    detail = f"json: cannot unmarshal {go_json_kind(result)} into Go value of type map[string]interface {{}}"
     body = f"Invalid value: {json.dumps(_compact(result))}: {detail}"
     return PatchError(
         422,
@@ -271,10 +258,10 @@ def json_patch(obj: Mapping[str, Any], ops: Any) -> dict[str, Any]:
     if ops is None:
         return copy.deepcopy(dict(obj))
     if not isinstance(ops, list):
-        raise _bad_request(f"json: cannot unmarshal {_json_type(ops)} into Go value of type jsonpatch.Patch")
+        raise _bad_request(f"json: cannot unmarshal {go_json_kind(ops)} into Go value of type jsonpatch.Patch")
     for op in ops:
         if op is not None and not isinstance(op, dict):
-            raise _bad_request(f"json: cannot unmarshal {_json_type(op)} into Go value of type jsonpatch.Operation")
+            raise _bad_request(f"json: cannot unmarshal {go_json_kind(op)} into Go value of type jsonpatch.Operation")
     if len(ops) > 10000:  # maxJSONPatchOperations
         raise PatchError(
             413,
@@ -791,7 +778,7 @@ def strategic_merge_patch(obj: Mapping[str, Any], patch: Any, list_semantics: Li
         return copy.deepcopy(dict(obj))
     if not isinstance(patch, dict):
         raise _bad_request(
-            f"json: cannot unmarshal {_json_type(patch)} into Go value of type map[string]interface {{}}"
+            f"json: cannot unmarshal {go_json_kind(patch)} into Go value of type map[string]interface {{}}"
         )
     merged = _StrategicMerge(list_semantics).merge_map(copy.deepcopy(dict(obj)), copy.deepcopy(patch), ())
     result = _strip_directives(merged)
@@ -1405,7 +1392,7 @@ def server_side_apply(
         )
     if not isinstance(applied, Mapping):
         raise _bad_request(
-            f"error decoding YAML: json: cannot unmarshal {_json_type(applied)} into Go value of type "
+            f"error decoding YAML: json: cannot unmarshal {go_json_kind(applied)} into Go value of type "
             "map[string]interface {}"
         )
     config = copy.deepcopy(dict(applied))

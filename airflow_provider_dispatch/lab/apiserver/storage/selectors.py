@@ -37,6 +37,8 @@ from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
+from airflow_provider_dispatch.lab.apiserver.errors import aggregate
+
 __all__ = [
     "FIELD_ALIASES",
     "SUPPORTED_FIELDS",
@@ -82,14 +84,6 @@ def _go_quote(text: str) -> str:
 def _invalid(field: str, value: str, detail: str) -> str:
     """``field.Invalid(path, value, detail).Error()`` for a string value."""
     return f"{field}: Invalid value: {_go_quote(value)}: {detail}"
-
-
-def _aggregate(messages: list[str]) -> str:
-    """``utilerrors.NewAggregate(...).Error()``: one message plain, several deduplicated in brackets."""
-    unique = list(dict.fromkeys(messages))
-    if len(unique) == 1:
-        return unique[0]
-    return "[" + ", ".join(unique) + "]"
 
 
 def _regex_error(msg: str, fmt: str, *examples: str) -> str:
@@ -485,7 +479,7 @@ def _new_requirement(key: str, operator: str, values: list[str]) -> LabelRequire
         if value_errors:
             errors.append(_invalid(f"values[{index}][{key}]", value, "; ".join(value_errors)))
     if errors:
-        raise SelectorError(_aggregate(errors))
+        raise SelectorError(aggregate(errors))
     return LabelRequirement(key, operator, tuple(values))
 
 

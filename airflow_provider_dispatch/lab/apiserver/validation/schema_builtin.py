@@ -119,20 +119,6 @@ def _go_type(t: FieldType) -> str:
     return "v1." + t.name.removeprefix("V1").removeprefix("CoreV1")
 
 
-def _json_kind(value: Any) -> str:
-    if isinstance(value, bool):
-        return "bool"
-    if isinstance(value, (int, float)):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list):
-        return "array"
-    if isinstance(value, dict):
-        return "object"
-    return "null"
-
-
 def _fits(value: Any, t: FieldType) -> bool:
     if t.kind == "any":
         return True
@@ -178,7 +164,7 @@ def _type_errors(value: Any, t: FieldType, path: str, struct: str, out: list[tup
     if value is None:
         return
     if not _fits(value, t):
-        kind = _json_kind(value)
+        kind = f.go_json_kind(value)
         out.append(
             (
                 path,

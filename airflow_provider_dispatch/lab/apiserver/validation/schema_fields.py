@@ -95,6 +95,25 @@ def go_value(value: Any) -> str:
     return go_json(value)
 
 
+def go_json_kind(value: Any) -> str:
+    """The JSON kind Go's `encoding/json` decoder names in "json: cannot unmarshal <kind> into Go ..."
+    (`UnmarshalTypeError.Value`): `bool`, `number`, `string`, `array`, `object`, or `null` for anything else.
+
+    Decode errors of patches (registry) and of built-in objects (validation) both quote it, so they share it.
+    """
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, (int, float)):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list):
+        return "array"
+    if isinstance(value, dict):
+        return "object"
+    return "null"
+
+
 def go_number(value: float | int) -> str:
     """`%v` of a float64: integral values print without a fraction."""
     if isinstance(value, float) and math.isfinite(value) and value == int(value) and abs(value) < 1e21:

@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import asyncio
 import copy
-import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -47,7 +46,7 @@ from airflow_provider_dispatch.lab.clock import parse_timestamp
 from airflow_provider_dispatch.lab.kinds import NODE
 from airflow_provider_dispatch.lab.simulated.cluster import ClusterContext
 from airflow_provider_dispatch.lab.simulated.nodes.kubelet_runs import STATE_ANNOTATION, MachineState
-from airflow_provider_dispatch.lab.simulated.nodes.workload import LAB_PREFIX
+from airflow_provider_dispatch.lab.simulated.nodes.workload import LAB_PREFIX, WorkloadError, annotation_seconds
 from airflow_provider_dispatch.lab.simulated.support import (
     TRANSIENT,
     WorkQueue,
@@ -65,19 +64,17 @@ UPDATE_RETRIES = 8
 
 def fence_after(node: Mapping[str, Any]) -> float | None:
     """The node's `fence-after-seconds`, or None when it is absent or unreadable (then nothing is fenced)."""
-    raw = (meta(node).get("annotations") or {}).get(FENCE_AFTER_SECONDS)
-    if raw is None:
-        return None
+    annotations = meta(node).get("annotations") or {}
     try:
-        value = float(raw)
-    except ValueError:
-        value = math.nan
-    if not math.isfinite(value) or value < 0:
+        return annotation_seconds(annotations, FENCE_AFTER_SECONDS)
+    except WorkloadError:
         logger.warning(
-            "node %s: %s=%r is not a number of seconds; not fenced", meta(node).get("name"), FENCE_AFTER_SECONDS, raw
+            "node %s: %s=%r is not a number of seconds; not fenced",
+            meta(node).get("name"),
+            FENCE_AFTER_SECONDS,
+            annotations[FENCE_AFTER_SECONDS],
         )
         return None
-    return value
 
 
 def has_fence_taint(node: Mapping[str, Any]) -> bool:

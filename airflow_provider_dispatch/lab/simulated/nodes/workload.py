@@ -65,7 +65,11 @@ class WorkloadError(ValueError):
         self.annotation = annotation
 
 
-def _seconds(annotations: Mapping[str, str], key: str) -> float | None:
+def annotation_seconds(annotations: Mapping[str, str], key: str) -> float | None:
+    """The lab-seconds annotation `key` (a finite number, 0 or more), None when absent; `WorkloadError` when
+    unreadable. The workload annotations and the fencing agent's `fence-after-seconds` are read by this one rule;
+    what to do with the error is the caller's: a pod with a bad value is refused when written, a node's is logged by
+    the fencing agent, which then leaves the node alone."""
     raw = annotations.get(key)
     if raw is None:
         return None
@@ -130,11 +134,11 @@ class WorkloadSpec:
     def from_annotations(cls, annotations: Mapping[str, str], labels: Mapping[str, str] | None = None) -> WorkloadSpec:
         """Raises WorkloadError for a value it cannot read. `labels` (the pod's) choose an `exit-code-by-*`."""
         exit_code = _exit_code_for(annotations, labels or {}, _exit_code(annotations, EXIT_CODE) or 0)
-        termination = _seconds(annotations, TERMINATION_SECONDS)
+        termination = annotation_seconds(annotations, TERMINATION_SECONDS)
         sigterm = _exit_code(annotations, SIGTERM_EXIT_CODE)
-        start = _seconds(annotations, START_SECONDS)
+        start = annotation_seconds(annotations, START_SECONDS)
         return cls(
-            run_seconds=_seconds(annotations, RUN_SECONDS),
+            run_seconds=annotation_seconds(annotations, RUN_SECONDS),
             exit_code=exit_code,
             termination_seconds=0.0 if termination is None else termination,
             sigterm_exit_code=EXIT_SIGTERM if sigterm is None else sigterm,

@@ -82,15 +82,7 @@ class JobSetController(QueueController[Key]):
         self.jobs.on_change(self._job_changed)
         self.defaulter = JobSetDefaulter()
         self.validator = JobSetValidator()
-        ctx.admission.register(self.defaulter)
-        ctx.admission.register(self.validator)
-
-    async def run(self) -> None:
-        try:
-            await super().run()
-        finally:
-            self.ctx.admission.unregister(self.defaulter)
-            self.ctx.admission.unregister(self.validator)
+        self.serve_webhooks(self.defaulter, self.validator)
 
     def _job_changed(self, _kind: str, obj: Obj, _old: Obj | None) -> None:
         owner = self._owner_name(obj)

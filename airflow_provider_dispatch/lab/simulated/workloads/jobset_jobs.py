@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from airflow_provider_dispatch.lab.kinds import JOBSET
-from airflow_provider_dispatch.lab.simulated.objects import condition_true, find_condition, meta
+from airflow_provider_dispatch.lab.simulated.objects import condition_true, controller_reference, find_condition, meta
 
 Obj = dict[str, Any]
 
@@ -228,16 +228,7 @@ def construct_job(jobset: Mapping[str, Any], rjob: Mapping[str, Any], index: int
         metadata["labels"] = dict(template_meta["labels"])
     if template_meta.get("annotations"):
         metadata["annotations"] = dict(template_meta["annotations"])
-    metadata["ownerReferences"] = [
-        {
-            "apiVersion": JOBSET.api_version,
-            "kind": JOBSET.kind,
-            "name": meta(jobset)["name"],
-            "uid": meta(jobset)["uid"],
-            "controller": True,
-            "blockOwnerDeletion": True,
-        }
-    ]
+    metadata["ownerReferences"] = [controller_reference(jobset, JOBSET)]
     job: Obj = {"apiVersion": "batch/v1", "kind": "Job", "metadata": metadata}
     job["spec"] = copy.deepcopy(template.get("spec") or {})
     keys = jobset_keys(jobset, rjob, index)

@@ -74,15 +74,7 @@ class TrainerController(QueueController[Key]):
         self._job_template_semantics = jobs.schema.strategic_list_semantics
         self.defaulter = TrainJobDefaulter(ctx.clock)
         self.validator = TrainJobValidator(self.cached_jobset)
-        ctx.admission.register(self.defaulter)
-        ctx.admission.register(self.validator)
-
-    async def run(self) -> None:
-        try:
-            await super().run()
-        finally:
-            self.ctx.admission.unregister(self.defaulter)
-            self.ctx.admission.unregister(self.validator)
+        self.serve_webhooks(self.defaulter, self.validator)
 
     async def cached_jobset(self, namespace: str, name: str) -> Obj | None:
         """The controller-runtime cached client's Get: waits for the cache to sync, then reads it."""
