@@ -34,8 +34,8 @@ Every later drain check compares the record with what its label selections list:
   the deletion's own grace never having reached it (k8s-apis §5.2). So `Ready=True` alone is not the end: the
   process may run for the grace period after the node returns (the promise issue's "force-deleted, then the
   node returned"). The record keeps, per node, the longest grace of its pods (`grace`) and, for a node Ready
-  when it was written, that Ready condition's transition time (`ready`, read with the pods: one GET per node). A recorded pod that was
-  never scheduled runs nothing once its object is gone.
+  when it was written, that Ready condition's transition time (`ready`, read with the pods: one GET per node).
+  A recorded pod that was never scheduled runs nothing once its object is gone.
 
 Decisions and their limits:
 
