@@ -71,6 +71,8 @@ def test_wheel_metadata(wheel: zipfile.ZipFile) -> None:
     assert core == {
         "apache-airflow",
         "apache-airflow-providers-cncf-kubernetes",
+        "apache-airflow-providers-common-compat",
+        "apache-airflow-providers-standard",
         "kubernetes",
         "kubernetes-asyncio",
         "aiohttp",
@@ -106,3 +108,34 @@ def test_the_sdist_has_every_tracked_file_but_ci(tmp_path: Path) -> None:
     assert not [
         name for name in names if "__pycache__" in name or name.startswith((".venv/", "tests/browser/artifacts/"))
     ]
+
+
+#: a provider package imported only where it is optional (inside a function, behind an ImportError): lineage.py
+OPTIONAL_PROVIDERS = {"apache-airflow-providers-openlineage"}
+
+
+def test_every_airflow_provider_imported_is_a_declared_dependency() -> None:
+    """A module-level `from airflow.providers.<a>.<b>` in the package needs `apache-airflow-providers-<a>-<b>`
+    among its dependencies: installed as another package's dependency today, it may not be tomorrow."""
+    import ast
+    import tomllib
+
+    root = Path(__file__).resolve().parents[1]
+    declared = {
+        Requirement(r).name.lower()
+        for r in tomllib.loads((root / "pyproject.toml").read_text())["project"]["dependencies"]
+    }
+    imported: dict[str, str] = {}
+    for path in sorted((root / "airflow_provider_dispatch").rglob("*.py")):
+        if "lab" in path.relative_to(root).parts:
+            continue
+        for node in ast.parse(path.read_text()).body:  # module level only: a function's import may be optional
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("airflow.providers."):
+                parts = (node.module or "").split(".")[2:]
+                name = "apache-airflow-providers-" + "-".join(
+                    parts[:2] if parts[0] in {"cncf", "common"} else parts[:1]
+                )
+                imported.setdefault(name, str(path.relative_to(root)))
+    assert imported, "no airflow.providers import found: the scan is broken"
+    missing = {name: where for name, where in imported.items() if name not in declared | OPTIONAL_PROVIDERS}
+    assert missing == {}
