@@ -18,7 +18,6 @@ sync adapter's in a worker thread, so each test runs once through `kubernetes` a
 from __future__ import annotations
 
 import asyncio
-import socket
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,7 +35,7 @@ from airflow_provider_dispatch.lab.apiserver.errors import ApiError
 from airflow_provider_dispatch.lab.apiserver.faults import FaultInjector, FaultRule
 from airflow_provider_dispatch.lab.apiserver.requests import RequestInfo
 from airflow_provider_dispatch.lab.apiserver.server import USER_KEY
-from airflow_provider_dispatch.lab.runtime import DEFAULT_TOKEN, Lab, write_kubeconfig
+from airflow_provider_dispatch.lab.runtime import DEFAULT_TOKEN, Lab
 
 from .cluster import Cluster
 
@@ -207,17 +206,6 @@ def cluster(admin_api: kubernetes.client.ApiClient) -> Cluster:
     built.namespace = f"d-{built.suffix}"
     built.core.create_namespace({"metadata": {"name": built.namespace}})
     return built
-
-
-@pytest.fixture(scope="session")
-def closed_port_kubeconfig(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A kubeconfig for a loopback port nothing listens on: connection refused."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    return write_kubeconfig(
-        tmp_path_factory.mktemp("closed") / "kubeconfig", f"http://127.0.0.1:{port}", "writer-token"
-    )
 
 
 # --- one interface over both adapters ---------------------------------------------------------------------
