@@ -10,14 +10,13 @@ The lab here differs from the session lab of tests/conftest.py in three ways the
 * `Hooks`: per-test fault injection (`lab.apiserver.faults`) and middlewares that apply to the adapters' requests only,
   never to the admin's, so the state a test builds is never faulted.
 
-The `adapter` fixture is parametrized over the two adapters: `Either` awaits every operation, running the
+The `adapter` fixture is parametrized over the two adapters: `Either` (either.py) awaits every operation, running the
 sync adapter's in a worker thread, so each test runs once through `kubernetes` and once through
 `kubernetes_asyncio`.
 """
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,7 +27,6 @@ import pytest
 from aiohttp import web
 
 from airflow_provider_dispatch.dispatch import AsyncDispatchAdapter, DispatchAdapter
-from airflow_provider_dispatch.dispatch.assessment import DrainReport, Execution, Status
 from airflow_provider_dispatch.dispatch.evidence import DEFAULT_SETTLE_SECONDS
 from airflow_provider_dispatch.lab.apiserver.auth.auth import Decision, UserInfo
 from airflow_provider_dispatch.lab.apiserver.errors import ApiError
@@ -38,6 +36,7 @@ from airflow_provider_dispatch.lab.apiserver.server import USER_KEY
 from airflow_provider_dispatch.lab.runtime import DEFAULT_TOKEN, Lab
 
 from .cluster import Cluster
+from .either import Either
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 Hook = Callable[[web.Request, Handler], Awaitable[web.StreamResponse]]
@@ -209,51 +208,6 @@ def cluster(admin_api: kubernetes.client.ApiClient) -> Cluster:
 
 
 # --- one interface over both adapters ---------------------------------------------------------------------
-
-
-@dataclass
-class Either:
-    """The sync or the async adapter behind one awaitable interface (the sync one runs in a worker thread)."""
-
-    kind: str
-    adapter: DispatchAdapter | AsyncDispatchAdapter
-
-    async def call(self, operation: str, *args: Any, **kwargs: Any) -> Any:
-        method = getattr(self.adapter, operation)
-        if isinstance(self.adapter, DispatchAdapter):
-            return await asyncio.to_thread(method, *args, **kwargs)
-        return await method(*args, **kwargs)
-
-    async def hold(self, ref: str) -> Execution:
-        result: Execution = await self.call("hold", ref)
-        return result
-
-    async def release(self, ref: str) -> Execution:
-        result: Execution = await self.call("release", ref)
-        return result
-
-    async def open(self, manifest: Mapping[str, Any], **kwargs: Any) -> Execution:
-        result: Execution = await self.call("open", manifest, **kwargs)
-        return result
-
-    async def inspect(self, ref: str) -> Status:
-        result: Status = await self.call("inspect", ref)
-        return result
-
-    async def find(self, namespace: str, job_id: str) -> Status:
-        result: Status = await self.call("find", namespace, job_id)
-        return result
-
-    async def remaining_pods(self, ref: str, **kwargs: Any) -> DrainReport:
-        result: DrainReport = await self.call("remaining_pods", ref, **kwargs)
-        return result
-
-    async def ceased(self, ref: str, **kwargs: Any) -> bool:
-        result: bool = await self.call("ceased", ref, **kwargs)
-        return result
-
-    async def close(self) -> None:
-        await self.call("close")
 
 
 MakeAdapter = Callable[..., Awaitable[Either]]

@@ -20,7 +20,8 @@ from airflow_provider_dispatch.dispatch.errors import PodsRemainError
 from airflow_provider_dispatch.dispatch.nodes import RETURN_MARGIN_SECONDS
 
 from .cluster import Cluster
-from .conftest import DispatchLab, Either
+from .conftest import DispatchLab
+from .either import Either
 
 
 def _running_then_held(cluster: Cluster) -> tuple[str, dict[str, str]]:

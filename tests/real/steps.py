@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import kubernetes
-from dispatch_lab.conftest import Either
+from dispatch_lab.either import Either
 from kubernetes.client import ApiException
 
 from airflow_provider_dispatch.dispatch import AsyncDispatchAdapter, DispatchAdapter
