@@ -1164,13 +1164,18 @@ class World:
         self.rlab.sc.advance(seconds)
         self.rlab.settle()
 
-    def _converge_one(self, obj: ObjectModel, outcomes: list[Outcome], attempts: int) -> list[str]:
+    def hold_until_accepted(self, obj: ObjectModel, outcomes: list[Outcome], attempts: int) -> None:
+        """The convergence's first step, in either mode: hold `obj` until a hold is accepted, with 5 s of lab time
+        between tries, at most `attempts` tries; every try's outcome goes into `outcomes`."""
         for _ in range(attempts):
             hold = self._invoke(0, "hold", obj, outcomes)
             self.rlab.settle()
             if hold.error is None:
                 break
             self._advance(5)
+
+    def _converge_one(self, obj: ObjectModel, outcomes: list[Outcome], attempts: int) -> list[str]:
+        self.hold_until_accepted(obj, outcomes, attempts)
         self._advance(HOLD_SETTLING_SECONDS)
         self.refresh()
         before = invariants._number(obj.admission)
