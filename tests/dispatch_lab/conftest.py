@@ -7,8 +7,8 @@ The lab here differs from the session lab of tests/conftest.py in three ways the
   Nodes;
 * a request log (`Recorder`) of every request after authentication, with its user and the answer's status,
   so that a test can say exactly what an adapter sent;
-* `Hooks`: per-test fault injection (`lab.apiserver.faults`) and middlewares that apply to the adapters' requests only,
-  never to the admin's, so the state a test builds is never faulted.
+* `Hooks` (middleware.py): per-test fault injection (`lab.apiserver.faults`) and middlewares that apply to the
+  adapters' requests only, never to the admin's, so the state a test builds is never faulted.
 
 The `adapter` fixture is parametrized over the two adapters: `Either` (either.py) awaits every operation, running the
 sync adapter's in a worker thread, so each test runs once through `kubernetes` and once through
@@ -29,17 +29,12 @@ from aiohttp import web
 from airflow_provider_dispatch.dispatch import AsyncDispatchAdapter, DispatchAdapter
 from airflow_provider_dispatch.dispatch.evidence import DEFAULT_SETTLE_SECONDS
 from airflow_provider_dispatch.lab.apiserver.auth.auth import Decision, UserInfo
-from airflow_provider_dispatch.lab.apiserver.errors import ApiError
-from airflow_provider_dispatch.lab.apiserver.faults import FaultInjector, FaultRule
 from airflow_provider_dispatch.lab.apiserver.requests import RequestInfo
-from airflow_provider_dispatch.lab.apiserver.server import USER_KEY
 from airflow_provider_dispatch.lab.runtime import DEFAULT_TOKEN, Lab
 
 from .cluster import Cluster
 from .either import Either
-
-Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
-Hook = Callable[[web.Request, Handler], Awaitable[web.StreamResponse]]
+from .middleware import Handler, Hooks, failure_status, user_name
 
 ADMIN, WRITER, READER, NO_NODES = "lab-admin", "writer", "reader", "no-nodes"
 TOKENS = {
@@ -90,9 +85,7 @@ class Recorder:
 
     @web.middleware
     async def middleware(self, request: web.Request, handler: Handler) -> web.StreamResponse:
-        user = request.get(USER_KEY)
-        name = user.name if isinstance(user, UserInfo) else "?"
-
+        name = user_name(request)
         peer = request.transport.get_extra_info("peername") if request.transport is not None else None
 
         def log(status: int | str) -> None:
@@ -100,14 +93,8 @@ class Recorder:
 
         try:
             response = await handler(request)
-        except ApiError as error:
-            log(error.code)
-            raise
-        except web.HTTPException as error:
-            log(error.status)
-            raise
-        except BaseException:
-            log("dropped")
+        except BaseException as error:
+            log(failure_status(error))
             raise
         log(response.status)
         return response
@@ -117,41 +104,6 @@ class Recorder:
 
     def since(self, mark: int, *, admin: bool = False) -> list[Call]:
         return [c for c in self.calls[mark:] if admin or c.user != ADMIN]
-
-
-@dataclass
-class Hooks:
-    """Middlewares and fault injectors for the adapters' requests (never the admin's), cleared per test."""
-
-    active: list[tuple[Callable[[web.Request], bool], Hook]] = field(default_factory=list)
-
-    def add(self, hook: Hook, when: Callable[[web.Request], bool] = lambda request: True) -> None:
-        self.active.append((when, hook))
-
-    def faults(self, *rules: FaultRule, when: Callable[[web.Request], bool] = lambda request: True) -> FaultInjector:
-        """A seeded fault injector (`lab.apiserver.faults`) for the adapters' requests for which `when` holds."""
-        injector = FaultInjector(seed=11)
-        for rule in rules:
-            injector.add(rule)
-        self.add(injector.middleware, when)
-        return injector
-
-    def clear(self) -> None:
-        self.active.clear()
-
-    @web.middleware
-    async def middleware(self, request: web.Request, handler: Handler) -> web.StreamResponse:
-        user = request.get(USER_KEY)
-        if isinstance(user, UserInfo) and user.name == ADMIN:
-            return await handler(request)
-        hooks = [hook for when, hook in list(self.active) if when(request)]
-
-        async def call(index: int, current: web.Request) -> web.StreamResponse:
-            if index == len(hooks):
-                return await handler(current)
-            return await hooks[index](current, lambda forwarded: call(index + 1, forwarded))
-
-        return await call(0, request)
 
 
 @dataclass
@@ -176,7 +128,7 @@ class DispatchLab:
 @pytest.fixture(scope="session")
 def dispatch_lab() -> Iterator[DispatchLab]:
     auth = TokenAuthorizer()
-    recorder, hooks = Recorder(), Hooks()
+    recorder, hooks = Recorder(), Hooks(bypass=lambda user: user == ADMIN, seed=11)
     with Lab(
         speed=100.0,
         authenticator=auth,
