@@ -26,7 +26,6 @@ import kubernetes
 import pytest
 from aiohttp import web
 
-from airflow_provider_dispatch.dispatch import AsyncDispatchAdapter, DispatchAdapter
 from airflow_provider_dispatch.dispatch.evidence import DEFAULT_SETTLE_SECONDS
 from airflow_provider_dispatch.lab.apiserver.auth.auth import Decision, UserInfo
 from airflow_provider_dispatch.lab.apiserver.requests import RequestInfo
@@ -174,10 +173,7 @@ async def make_adapter(dispatch_lab: DispatchLab) -> AsyncIterator[MakeAdapter]:
     async def make(kind: str, *, user: str = WRITER, kubeconfig: Path | None = None, **options: Any) -> Either:
         path = kubeconfig or dispatch_lab.kubeconfig(user)
         options.setdefault("clock", clock)
-        if kind == "sync":
-            either = Either(kind, DispatchAdapter.from_kubeconfig(path, **options))
-        else:
-            either = Either(kind, await AsyncDispatchAdapter.from_kubeconfig(path, **options))
+        either = await Either.from_kubeconfig(kind, path, **options)
         made.append(either)
         return either
 

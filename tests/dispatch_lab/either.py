@@ -8,6 +8,7 @@ fixture) and by tests/reliability/test_security.py.
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -22,6 +23,13 @@ class Either:
 
     kind: str
     adapter: DispatchAdapter | AsyncDispatchAdapter
+
+    @classmethod
+    async def from_kubeconfig(cls, kind: str, path: str | os.PathLike[str], **options: Any) -> Either:
+        """The `kind` ("sync" or "async") adapter with its own client from the kubeconfig at `path`."""
+        if kind == "sync":
+            return cls(kind, DispatchAdapter.from_kubeconfig(path, **options))
+        return cls(kind, await AsyncDispatchAdapter.from_kubeconfig(path, **options))
 
     async def call(self, operation: str, *args: Any, **kwargs: Any) -> Any:
         method = getattr(self.adapter, operation)

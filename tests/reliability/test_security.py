@@ -95,11 +95,7 @@ async def adapters(rbac_lab: RbacLab, request: pytest.FixtureRequest) -> AsyncIt
     kind = str(request.param)
 
     async def make(identity: str, **options: Any) -> Either:
-        path = rbac_lab.lab.kubeconfig_for(identity)
-        if kind == "sync":
-            adapter = Either(kind, DispatchAdapter.from_kubeconfig(path, **options))
-        else:
-            adapter = Either(kind, await AsyncDispatchAdapter.from_kubeconfig(path, **options))
+        adapter = await Either.from_kubeconfig(kind, rbac_lab.lab.kubeconfig_for(identity), **options)
         made.append(adapter)
         return adapter
 
