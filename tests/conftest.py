@@ -13,6 +13,7 @@ reach the lab's server or the real one. The real control plane is one per sessio
 
 from __future__ import annotations
 
+import socket
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -24,7 +25,7 @@ from servers import SERVERS, Server
 
 from airflow_provider_dispatch.lab.real import RealCluster
 from airflow_provider_dispatch.lab.real.binaries import locate
-from airflow_provider_dispatch.lab.runtime import Lab
+from airflow_provider_dispatch.lab.runtime import Lab, write_kubeconfig
 from airflow_provider_dispatch.lab.scenario import manifests
 
 
@@ -75,6 +76,16 @@ def server(request: pytest.FixtureRequest) -> Server:
     finally:
         client.close()
     return Server("real", config, real=cluster)
+
+
+@pytest.fixture(scope="session")
+def closed_port_kubeconfig(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A kubeconfig for a loopback port nothing listens on: connection refused. Any token does: no request
+    gets as far as sending one."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    return write_kubeconfig(tmp_path_factory.mktemp("closed") / "kubeconfig", f"http://127.0.0.1:{port}", "token")
 
 
 @pytest.fixture(scope="session")

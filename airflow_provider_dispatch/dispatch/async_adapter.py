@@ -78,6 +78,22 @@ def client_timeout(request_timeout: tuple[float, float]) -> aiohttp.ClientTimeou
     return aiohttp.ClientTimeout(total=None, connect=connect, sock_connect=connect, sock_read=read)
 
 
+async def read_kubeconfig(path: str | os.PathLike[str] | None) -> tuple[Any, str]:
+    """The kubeconfig at `path` (None: `$KUBECONFIG` or `~/.kube/config`), merged as the library merges it, and
+    how to name it in a message. Read and parsed in a worker thread (the library's `load_kube_config` would read
+    it on the loop); relative paths in it resolve against its directory as the library resolves them. A file
+    that cannot be read or parsed, or none at all, is a RefusedError that does not quote it."""
+    location = KUBE_CONFIG_DEFAULT_LOCATION if path is None else os.fspath(path)
+    source = str(path) if path is not None else "($KUBECONFIG or ~/.kube/config)"
+    try:
+        merger = await asyncio.to_thread(KubeConfigMerger, location)
+    except Exception as error:
+        raise kubeconfig_refusal(source, error) from None
+    if merger.config is None:
+        raise RefusedError(f"no kubeconfig was found at {source}. Give the connection a kubeconfig.")
+    return merger.config, source
+
+
 class AsyncDispatchAdapter(AdapterBase[kubernetes_asyncio.client.ApiClient]):
     """The operations of `DispatchAdapter`, awaitable, over one `kubernetes_asyncio.client.ApiClient`.
 
@@ -96,20 +112,10 @@ class AsyncDispatchAdapter(AdapterBase[kubernetes_asyncio.client.ApiClient]):
     async def from_kubeconfig(
         cls, path: str | os.PathLike[str] | None = None, *, context: str | None = None, **options: Any
     ) -> AsyncDispatchAdapter:
-        """An adapter with its own client from a kubeconfig file (None: `$KUBECONFIG` or `~/.kube/config`).
-
-        The file is read and parsed in a worker thread (the library's `load_kube_config` would read it on the
-        loop); relative paths in it resolve against its directory as the library resolves them.
-        """
-        location = KUBE_CONFIG_DEFAULT_LOCATION if path is None else os.fspath(path)
-        source = str(path) if path is not None else "($KUBECONFIG or ~/.kube/config)"
-        try:
-            merger = await asyncio.to_thread(KubeConfigMerger, location)
-        except Exception as error:
-            raise kubeconfig_refusal(source, error) from None
-        if merger.config is None:
-            raise RefusedError(f"no kubeconfig was found at {source}. Give the connection a kubeconfig.")
-        return await cls._owning(merger.config, context, source, options)
+        """An adapter with its own client from a kubeconfig file (None: `$KUBECONFIG` or `~/.kube/config`),
+        read by `read_kubeconfig`."""
+        config, source = await read_kubeconfig(path)
+        return await cls._owning(config, context, source, options)
 
     @classmethod
     async def from_config_dict(
@@ -224,4 +230,4 @@ class AsyncDispatchAdapter(AdapterBase[kubernetes_asyncio.client.ApiClient]):
         return decode_answer(status, data)
 
 
-__all__ = ["AsyncDispatchAdapter"]
+__all__ = ["AsyncDispatchAdapter", "read_kubeconfig"]

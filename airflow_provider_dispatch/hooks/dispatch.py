@@ -35,10 +35,10 @@ import yaml
 from airflow.providers.cncf.kubernetes.hooks.kubernetes import AsyncKubernetesHook, KubernetesHook
 from airflow.providers.common.compat.sdk import AirflowFailException, AirflowNotFoundException, BaseHook, Connection
 from kubernetes.config import kube_config as sync_kube_config
-from kubernetes_asyncio.config.kube_config import KUBE_CONFIG_DEFAULT_LOCATION, KubeConfigLoader, KubeConfigMerger
+from kubernetes_asyncio.config.kube_config import KubeConfigLoader
 
 from airflow_provider_dispatch import __version__
-from airflow_provider_dispatch.dispatch.async_adapter import AsyncDispatchAdapter
+from airflow_provider_dispatch.dispatch.async_adapter import AsyncDispatchAdapter, read_kubeconfig
 from airflow_provider_dispatch.dispatch.errors import RefusedError
 from airflow_provider_dispatch.dispatch.sync_adapter import DispatchAdapter
 from airflow_provider_dispatch.dispatch.transport import kubeconfig_refusal
@@ -252,15 +252,8 @@ class AsyncDispatchHook(AsyncKubernetesHook):
         elif inline:
             await _load_dict(_parse_inline(inline), context, "given inline in the connection", configuration)
         else:
-            location = str(path) if path else KUBE_CONFIG_DEFAULT_LOCATION
-            source = str(path) if path else "($KUBECONFIG or ~/.kube/config)"
-            try:
-                merger = await asyncio.to_thread(KubeConfigMerger, location)
-            except Exception as error:
-                raise kubeconfig_refusal(source, error) from None
-            if merger.config is None:
-                raise RefusedError(f"no kubeconfig was found at {source}. Give the connection a kubeconfig.")
-            await _load_dict(merger.config, context, source, configuration)
+            config, source = await read_kubeconfig(path)
+            await _load_dict(config, context, source, configuration)
         if _flag(await self.extra("disable_verify_ssl")) is True:
             configuration.verify_ssl = False
         return configuration

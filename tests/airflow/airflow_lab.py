@@ -5,7 +5,8 @@
   test thread waits on it (`wait_for`) instead of sleeping: "the trigger opened its watch", "the trigger's first
   check is answered". The provider's clients identify themselves (`hooks.dispatch.WORKER_USER_AGENT`,
   `TRIGGERER_USER_AGENT`), so the worker's fast path and the trigger's checks are told apart.
-* `Hooks` holds per-test middlewares and seeded fault injectors (`lab.apiserver.faults`) for those same requests.
+* `Hooks` (dispatch_lab/middleware.py) holds per-test middlewares and seeded fault injectors for those same
+  requests.
 * `Actor` runs a test's part of the story (the pods going, a node being tainted) in a background thread while
   `dag.test()` runs in the test's thread, and re-raises its failure in the test.
 * `DagRunResult` reads back what a `dag.test()` run left in the metadata database: task states and tries,
@@ -16,30 +17,21 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from aiohttp import web
+from dispatch_lab.middleware import Handler, Hooks, failure_status, user_name
 
 from airflow_provider_dispatch.hooks.dispatch import TRIGGERER_USER_AGENT, WORKER_USER_AGENT
-from airflow_provider_dispatch.lab.apiserver.auth.auth import UserInfo
-from airflow_provider_dispatch.lab.apiserver.errors import ApiError
-from airflow_provider_dispatch.lab.apiserver.faults import FaultInjector, FaultRule
-from airflow_provider_dispatch.lab.apiserver.server import USER_KEY
+from airflow_provider_dispatch.lab.apiserver.faults import FaultRule
 from airflow_provider_dispatch.lab.runtime import Lab
 
-Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
-Hook = Callable[[web.Request, Handler], Awaitable[web.StreamResponse]]
 ADMIN_USER = "lab-admin"
 WAIT_BOUND = 60.0
 """Seconds a test waits for something the lab must see before the test fails (a bound, not a synchronisation)."""
-
-
-def _user(request: web.Request) -> str:
-    user = request.get(USER_KEY)
-    return user.name if isinstance(user, UserInfo) else "?"
 
 
 @dataclass(frozen=True)
@@ -87,7 +79,7 @@ class Probe:
 
     @web.middleware
     async def middleware(self, request: web.Request, handler: Handler) -> web.StreamResponse:
-        user = _user(request)
+        user = user_name(request)
         if user == ADMIN_USER:
             return await handler(request)
 
@@ -99,14 +91,8 @@ class Probe:
             self._add(entry("-", "open"))
         try:
             response = await handler(request)
-        except ApiError as error:
-            self._add(entry(error.code))
-            raise
-        except web.HTTPException as error:
-            self._add(entry(error.status))
-            raise
-        except BaseException:
-            self._add(entry("dropped"))
+        except BaseException as error:
+            self._add(entry(failure_status(error)))
             raise
         self._add(entry(response.status))
         return response
@@ -134,39 +120,6 @@ def node_reads(seen: list[Seen], node: str, *, by_trigger: bool) -> int:
         for s in seen
         if s.phase == "done" and s.path.endswith(f"/nodes/{node}") and (s.by_trigger if by_trigger else s.by_worker)
     )
-
-
-@dataclass
-class Hooks:
-    """Middlewares and fault injectors for the provider's requests (never the admin's); cleared per test."""
-
-    active: list[tuple[Callable[[web.Request], bool], Hook]] = field(default_factory=list)
-
-    def add(self, hook: Hook, when: Callable[[web.Request], bool] = lambda request: True) -> None:
-        self.active.append((when, hook))
-
-    def faults(self, *rules: FaultRule, when: Callable[[web.Request], bool] = lambda request: True) -> FaultInjector:
-        injector = FaultInjector(seed=5)
-        for rule in rules:
-            injector.add(rule)
-        self.add(injector.middleware, when)
-        return injector
-
-    def clear(self) -> None:
-        self.active.clear()
-
-    @web.middleware
-    async def middleware(self, request: web.Request, handler: Handler) -> web.StreamResponse:
-        if _user(request) == ADMIN_USER:
-            return await handler(request)
-        hooks = [hook for when, hook in list(self.active) if when(request)]
-
-        async def call(index: int, current: web.Request) -> web.StreamResponse:
-            if index == len(hooks):
-                return await handler(current)
-            return await hooks[index](current, lambda forwarded: call(index + 1, forwarded))
-
-        return await call(0, request)
 
 
 class Actor:

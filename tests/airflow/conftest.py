@@ -72,7 +72,7 @@ def _isolate_airflow() -> None:
 
 _isolate_airflow()
 
-from airflow_lab import AirflowEnvironment, AirflowLab, DagRunResult, Hooks, Probe, RunDag  # noqa: E402
+from airflow_lab import ADMIN_USER, AirflowEnvironment, AirflowLab, DagRunResult, Hooks, Probe, RunDag  # noqa: E402
 from dispatch_lab.cluster import Cluster  # noqa: E402
 
 from airflow_provider_dispatch.lab.apiserver.auth.rbac_setup import IDENTITY_NAMESPACE  # noqa: E402
@@ -83,7 +83,7 @@ NOBODY_ACCOUNT = "dispatch-nobody"
 
 @pytest.fixture(scope="session")
 def airflow_lab() -> Iterator[AirflowLab]:
-    probe, hooks = Probe(), Hooks()
+    probe, hooks = Probe(), Hooks(bypass=lambda user: user == ADMIN_USER, seed=5)
     with Lab(speed=100.0, rbac=True, middlewares=(probe.middleware, hooks.middleware)) as lab:
         admin = kubernetes.config.new_client_from_config(config_file=str(lab.kubeconfig()))
         try:

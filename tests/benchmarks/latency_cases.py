@@ -30,7 +30,6 @@ from __future__ import annotations
 import asyncio
 import random
 import time
-import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
@@ -42,10 +41,10 @@ from airflow_provider_dispatch.hooks.dispatch import AsyncDispatchHook
 from airflow_provider_dispatch.triggers.pods_drained import PodsDrainedTrigger
 
 from .detection_latency import CASES
+from .harness.held import TRAINJOB, held_trainjob
 from .harness.lab_clock import RemoteClock
 from .harness.workers import serve
 
-TRAINJOB: Final = "ft-7"
 #: the trigger's safety-net re-check: an hour, so an event that arrives came through the watch
 NO_RECHECK: Final = 3600.0
 #: the longest one sample may take before the worker gives up (a bound, not a synchronisation)
@@ -91,18 +90,6 @@ class Sample:
         }
 
 
-def held_trainjob(admin: kubernetes.client.ApiClient) -> tuple[str, str]:
-    """A fresh namespace holding TrainJob ft-7, held, with one Terminating pod on a Ready node."""
-    from dispatch_lab.cluster import Cluster  # tests/ is on the worker's path (harness.workers)
-
-    cluster = Cluster(admin, "")
-    cluster.namespace = f"lat-{cluster.suffix}-{uuid.uuid4().hex[:4]}"
-    cluster.core.create_namespace({"metadata": {"name": cluster.namespace}})
-    node = cluster.node("n1")
-    _, (pod,) = cluster.held_after_execution(TRAINJOB, runtime=cluster.runtime(), admission=2, pods_on=[node])
-    return cluster.namespace, pod
-
-
 def remove(admin: kubernetes.client.ApiClient, namespace: str, pod: str) -> tuple[float, float]:
     """The kubelet's confirmation: DELETE with grace 0. Returns (monotonic when sent, round trip seconds)."""
     core = kubernetes.client.CoreV1Api(admin)
@@ -139,7 +126,7 @@ async def poll_waiter(
 async def one_sample(
     case: str, admin: kubernetes.client.ApiClient, clock: RemoteClock, payload: Mapping[str, Any], phase: float
 ) -> Sample:
-    namespace, pod = await asyncio.to_thread(held_trainjob, admin)
+    namespace, pod = await asyncio.to_thread(held_trainjob, admin, "lat")
     connection = {"connection_extras": {"kube_config_path": payload["kubeconfig"]}}
     ready = asyncio.Event()
     if case == "watch":

@@ -35,7 +35,6 @@ import importlib.util
 import random
 import threading
 import time
-import uuid
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
@@ -45,12 +44,12 @@ import kubernetes
 
 from airflow_provider_dispatch.sensors.pods_drained import PodsDrainedSensor
 
+from .harness.held import TRAINJOB, held_trainjob
 from .harness.lab_clock import RemoteClock
 from .harness.workers import serve
 from .slot_seconds import MODES
 
 TASK_ID: Final = "drained"
-TRAINJOB: Final = "ft-7"
 #: audit-log events that end a worker's hold of the task (the task left `running`)
 LEAVES_RUNNING: Final = frozenset(
     {"up_for_reschedule", "deferred", "success", "failed", "up_for_retry", "skipped", "removed", "upstream_failed"}
@@ -127,18 +126,6 @@ def load_dags(path: Path) -> dict[str, Any]:
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return {dag.dag_id: dag for dag in vars(module).values() if isinstance(dag, DAG)}
-
-
-def held_trainjob(admin: kubernetes.client.ApiClient) -> tuple[str, str]:
-    """A fresh namespace holding TrainJob ft-7, held, with one Terminating pod on a Ready node."""
-    from dispatch_lab.cluster import Cluster  # tests/ is on the worker's path (harness.workers)
-
-    cluster = Cluster(admin, "")
-    cluster.namespace = f"slot-{cluster.suffix}-{uuid.uuid4().hex[:4]}"
-    cluster.core.create_namespace({"metadata": {"name": cluster.namespace}})
-    node = cluster.node("n1")
-    _, (pod,) = cluster.held_after_execution(TRAINJOB, runtime=cluster.runtime(), admission=2, pods_on=[node])
-    return cluster.namespace, pod
 
 
 class Actor(threading.Thread):
@@ -275,7 +262,7 @@ def handle(payload: dict[str, Any]) -> dict[str, Any]:
 def one_run(dag: Any, admin: kubernetes.client.ApiClient, clock: RemoteClock, wait: float) -> dict[str, Any]:
     """One `dag.test()` of the mode's DAG against a fresh wait; what Airflow recorded of it."""
     this_module().FIRST_CHECK.clear()
-    namespace, pod = held_trainjob(admin)
+    namespace, pod = held_trainjob(admin, "slot")
     actor = Actor(admin, clock, namespace, pod, wait)
     actor.start()
     test_started = time.time()

@@ -10,7 +10,6 @@ all for an invalid name, and only reads otherwise.
 from __future__ import annotations
 
 import asyncio
-import socket
 import threading
 import uuid
 from collections.abc import Awaitable, Callable, Iterator
@@ -25,7 +24,7 @@ from click.testing import CliRunner, Result
 from dispatch_lab.cluster import Cluster
 
 from airflow_provider_dispatch.cli import main
-from airflow_provider_dispatch.lab.runtime import Lab, write_kubeconfig
+from airflow_provider_dispatch.lab.runtime import Lab
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -110,12 +109,3 @@ def cluster(cli_api: kubernetes.client.ApiClient) -> Cluster:
     built = Cluster(cli_api, f"c-{uuid.uuid4().hex[:10]}")
     built.core.create_namespace({"metadata": {"name": built.namespace}})
     return built
-
-
-@pytest.fixture(scope="module")
-def closed_port_kubeconfig(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A kubeconfig for a loopback port nothing listens on: connection refused."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    return write_kubeconfig(tmp_path_factory.mktemp("closed") / "kubeconfig", f"http://127.0.0.1:{port}", "token")

@@ -17,6 +17,8 @@ from airflow_provider_dispatch.lab.runtime import Lab
 from airflow_provider_dispatch.lab.scenario.scenario import Scenario
 
 from .kueue_steps import Kueue
+from .nodes_support import Zone
+from .workload_steps import Workloads
 
 
 @pytest.fixture(scope="module")
@@ -55,6 +57,24 @@ def scenario(cluster_lab: Lab) -> Iterator[Scenario]:
     """The lab's scenario controls (nodes, machines, time), for the module's lab."""
     with Scenario(cluster_lab) as running:
         yield running
+
+
+@pytest.fixture
+def core(cluster_api: kubernetes.client.ApiClient) -> kubernetes.client.CoreV1Api:
+    """The official core client on the module's lab."""
+    return kubernetes.client.CoreV1Api(cluster_api)
+
+
+@pytest.fixture
+def zone(scenario: Scenario) -> Zone:
+    """A zone of the test's own: the node names and zone label it gives are the test's alone."""
+    return Zone(scenario)
+
+
+@pytest.fixture
+def workloads(cluster_api: kubernetes.client.ApiClient, cluster_namespace: str) -> Workloads:
+    """The official clients for the workload objects, in the test's namespace."""
+    return Workloads(cluster_api, cluster_namespace)
 
 
 @pytest.fixture

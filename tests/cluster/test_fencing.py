@@ -6,7 +6,6 @@ the fence to have happened (or not) by a given moment.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import kubernetes
@@ -25,12 +24,6 @@ CONTROLLERS = [*NODE_CONTROLLERS, FencingAgent]
 LAB_SPEED = 20.0
 OUT_OF_SERVICE = ("node.kubernetes.io/out-of-service", "nodeshutdown", "NoExecute")
 Obj = dict[str, Any]
-
-
-@pytest.fixture(scope="module")
-def scenario(cluster_lab: Lab) -> Iterator[Scenario]:
-    with Scenario(cluster_lab) as running:
-        yield running
 
 
 def agent(lab: Lab) -> FencingAgent:

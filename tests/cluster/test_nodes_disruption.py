@@ -3,12 +3,8 @@ the cluster): when no node at all is Ready it assumes the fault is its own, and 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import kubernetes
-import pytest
 
-from airflow_provider_dispatch.lab.runtime import Lab
 from airflow_provider_dispatch.lab.scenario.scenario import Scenario
 from airflow_provider_dispatch.lab.simulated.controllers import NODE_CONTROLLERS
 
@@ -16,12 +12,6 @@ from .nodes_support import Zone, condition, phase, pod, taint_keys
 
 CONTROLLERS = NODE_CONTROLLERS
 LAB_SPEED = 20.0
-
-
-@pytest.fixture(scope="module")
-def scenario(cluster_lab: Lab) -> Iterator[Scenario]:
-    with Scenario(cluster_lab) as running:
-        yield running
 
 
 def test_the_only_node_going_silent_is_not_tainted_and_its_pods_are_not_evicted(

@@ -3,8 +3,6 @@ the lifecycle taints and taint-based eviction, PodGC's three rules, and the over
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import kubernetes
 import pytest
 
@@ -22,22 +20,6 @@ LAB_SPEED = 20.0
 UNREACHABLE_NO_EXECUTE = ("node.kubernetes.io/unreachable", "NoExecute")
 NOT_READY_NO_EXECUTE = ("node.kubernetes.io/not-ready", "NoExecute")
 Obj = dict
-
-
-@pytest.fixture(scope="module")
-def scenario(cluster_lab: Lab) -> Iterator[Scenario]:
-    with Scenario(cluster_lab) as running:
-        yield running
-
-
-@pytest.fixture
-def core(cluster_api: kubernetes.client.ApiClient) -> kubernetes.client.CoreV1Api:
-    return kubernetes.client.CoreV1Api(cluster_api)
-
-
-@pytest.fixture
-def zone(scenario: Scenario) -> Zone:
-    return Zone(scenario)
 
 
 def _started(scenario: Scenario, core: kubernetes.client.CoreV1Api, ns: str, body: Obj) -> Obj:

@@ -4,14 +4,12 @@ lab's own annotations, all through the official client, in lab time."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from datetime import timedelta
 
 import kubernetes
 import pytest
 from kubernetes.client import ApiException
 
-from airflow_provider_dispatch.lab.runtime import Lab
 from airflow_provider_dispatch.lab.scenario.scenario import Scenario
 from airflow_provider_dispatch.lab.simulated.controllers import NODE_CONTROLLERS
 from airflow_provider_dispatch.lab.simulated.nodes.kubelet import STATE_ANNOTATION
@@ -22,22 +20,6 @@ from .waiting import wait_for
 
 CONTROLLERS = NODE_CONTROLLERS
 LAB_SPEED = 20.0
-
-
-@pytest.fixture(scope="module")
-def scenario(cluster_lab: Lab) -> Iterator[Scenario]:
-    with Scenario(cluster_lab) as running:
-        yield running
-
-
-@pytest.fixture
-def core(cluster_api: kubernetes.client.ApiClient) -> kubernetes.client.CoreV1Api:
-    return kubernetes.client.CoreV1Api(cluster_api)
-
-
-@pytest.fixture
-def zone(scenario: Scenario) -> Zone:
-    return Zone(scenario)
 
 
 def _running(p: object) -> bool:

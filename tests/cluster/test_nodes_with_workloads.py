@@ -6,14 +6,9 @@ counts the Terminating pod as active) and resume: the new execution runs beside 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
-import kubernetes
-import pytest
-
 from airflow_provider_dispatch.dispatch.vocabulary import LABEL_JOB_ID, LABEL_SUBMISSION, POD_LABEL_ADMISSION
-from airflow_provider_dispatch.lab.runtime import Lab
 from airflow_provider_dispatch.lab.scenario import manifests
 from airflow_provider_dispatch.lab.scenario.scenario import Scenario
 from airflow_provider_dispatch.lab.simulated.controllers import NODE_CONTROLLERS, WORKLOAD_CONTROLLERS
@@ -24,17 +19,6 @@ from .workload_steps import Workloads, runtime, trainjob_selector, unique
 CONTROLLERS = [*WORKLOAD_CONTROLLERS, *NODE_CONTROLLERS]
 LAB_SPEED = 20.0
 MANAGER = "example.com/execution-labels"
-
-
-@pytest.fixture(scope="module")
-def scenario(cluster_lab: Lab) -> Iterator[Scenario]:
-    with Scenario(cluster_lab) as running:
-        yield running
-
-
-@pytest.fixture
-def workloads(cluster_api: kubernetes.client.ApiClient, cluster_namespace: str) -> Workloads:
-    return Workloads(cluster_api, cluster_namespace)
 
 
 def _execution_patch(admission: int) -> dict[str, Any]:

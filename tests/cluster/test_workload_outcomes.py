@@ -3,13 +3,10 @@ one runtime whose pods fail on one execution and succeed on another, as a chaine
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import kubernetes
 import pytest
 
 from airflow_provider_dispatch.dispatch.vocabulary import LABEL_SUBMISSION, POD_LABEL_ADMISSION
-from airflow_provider_dispatch.lab.runtime import Lab
 from airflow_provider_dispatch.lab.scenario.scenario import Scenario
 from airflow_provider_dispatch.lab.simulated.controllers import NODE_CONTROLLERS
 from airflow_provider_dispatch.lab.simulated.nodes.workload import (
@@ -25,12 +22,6 @@ from .nodes_support import Zone, execution_labels, phase, pod
 
 CONTROLLERS = NODE_CONTROLLERS
 LAB_SPEED = 20.0
-
-
-@pytest.fixture(scope="module")
-def scenario(cluster_lab: Lab) -> Iterator[Scenario]:
-    with Scenario(cluster_lab) as running:
-        yield running
 
 
 @pytest.mark.parametrize(

@@ -4,9 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import kubernetes
-import pytest
-
 from airflow_provider_dispatch.lab.scenario import manifests
 from airflow_provider_dispatch.lab.simulated.workloads.garbage_collector import GarbageCollector
 
@@ -14,11 +11,6 @@ from .waiting import wait_for
 from .workload_steps import Workloads, unique
 
 CONTROLLERS = [GarbageCollector]
-
-
-@pytest.fixture
-def workloads(cluster_api: kubernetes.client.ApiClient, cluster_namespace: str) -> Workloads:
-    return Workloads(cluster_api, cluster_namespace)
 
 
 def _owner(workloads: Workloads) -> Any:

@@ -8,7 +8,6 @@ from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
 
-import kubernetes
 import pytest
 
 from airflow_provider_dispatch.lab.clock import format_timestamp
@@ -20,11 +19,6 @@ from .workload_steps import Workloads, job_condition, unique
 CONTROLLERS = [JobController]
 FINALIZER = "batch.kubernetes.io/job-tracking"
 INDEX = "batch.kubernetes.io/job-completion-index"
-
-
-@pytest.fixture
-def workloads(cluster_api: kubernetes.client.ApiClient, cluster_namespace: str) -> Workloads:
-    return Workloads(cluster_api, cluster_namespace)
 
 
 def _job(

@@ -6,7 +6,6 @@ import copy
 import json
 from typing import Any
 
-import kubernetes
 import pytest
 from kubernetes.client import ApiException
 
@@ -19,11 +18,6 @@ from .workload_steps import JOBSET, Workloads, condition, immutable_replicated_j
 CONTROLLERS = [JobSetController, JobController, GarbageCollector]
 RESTART_ATTEMPT = "jobset.sigs.k8s.io/restart-attempt"
 TOLERATION = {"key": "example.com/pool", "operator": "Exists", "effect": "NoSchedule"}
-
-
-@pytest.fixture
-def workloads(cluster_api: kubernetes.client.ApiClient, cluster_namespace: str) -> Workloads:
-    return Workloads(cluster_api, cluster_namespace)
 
 
 def _jobset(name: str, *, replicas: int = 2, suspend: bool = False) -> dict[str, Any]:

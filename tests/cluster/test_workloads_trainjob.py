@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import kubernetes
 import pytest
 from kubernetes.client import ApiException
 
@@ -40,11 +39,6 @@ NOT_SUSPENDED = (
     'admission webhook "validator.trainjob.trainer.kubeflow.org" denied the request: spec.runtimePatches: '
     "Forbidden: RuntimePatches can only be modified when the TrainJob is suspended before or after the update"
 )
-
-
-@pytest.fixture
-def workloads(cluster_api: kubernetes.client.ApiClient, cluster_namespace: str) -> Workloads:
-    return Workloads(cluster_api, cluster_namespace)
 
 
 def _denial(error: ApiException) -> tuple[int, str, str]:

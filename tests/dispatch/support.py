@@ -330,18 +330,20 @@ def evidence(
 # --- the fake API -------------------------------------------------------------------------------------------
 
 
+def status_body(code: int, reason: str, message: str = "") -> dict[str, object]:
+    """The Status object an API server answers a failed request with."""
+    return {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "status": "Failure",
+        "code": code,
+        "reason": reason,
+        "message": message,
+    }
+
+
 def status(code: int, reason: str, message: str = "") -> ApiFailure:
-    return ApiFailure(
-        code,
-        {
-            "kind": "Status",
-            "apiVersion": "v1",
-            "status": "Failure",
-            "code": code,
-            "reason": reason,
-            "message": message,
-        },
-    )
+    return ApiFailure(code, status_body(code, reason, message))
 
 
 @dataclass

@@ -21,18 +21,7 @@ from airflow_provider_dispatch.dispatch.errors import (
     scrub,
 )
 
-from .support import node, pod
-
-
-def status_body(code: int, reason: str, message: str) -> dict[str, object]:
-    return {
-        "kind": "Status",
-        "apiVersion": "v1",
-        "status": "Failure",
-        "code": code,
-        "reason": reason,
-        "message": message,
-    }
+from .support import node, pod, status_body
 
 
 @pytest.mark.parametrize(

@@ -7,18 +7,16 @@ The lab here differs from the session lab of tests/conftest.py in three ways the
   Nodes;
 * a request log (`Recorder`) of every request after authentication, with its user and the answer's status,
   so that a test can say exactly what an adapter sent;
-* `Hooks`: per-test fault injection (`lab.apiserver.faults`) and middlewares that apply to the adapters' requests only,
-  never to the admin's, so the state a test builds is never faulted.
+* `Hooks` (middleware.py): per-test fault injection (`lab.apiserver.faults`) and middlewares that apply to the
+  adapters' requests only, never to the admin's, so the state a test builds is never faulted.
 
-The `adapter` fixture is parametrized over the two adapters: `Either` awaits every operation, running the
+The `adapter` fixture is parametrized over the two adapters: `Either` (either.py) awaits every operation, running the
 sync adapter's in a worker thread, so each test runs once through `kubernetes` and once through
 `kubernetes_asyncio`.
 """
 
 from __future__ import annotations
 
-import asyncio
-import socket
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,20 +26,14 @@ import kubernetes
 import pytest
 from aiohttp import web
 
-from airflow_provider_dispatch.dispatch import AsyncDispatchAdapter, DispatchAdapter
-from airflow_provider_dispatch.dispatch.assessment import DrainReport, Execution, Status
 from airflow_provider_dispatch.dispatch.evidence import DEFAULT_SETTLE_SECONDS
 from airflow_provider_dispatch.lab.apiserver.auth.auth import Decision, UserInfo
-from airflow_provider_dispatch.lab.apiserver.errors import ApiError
-from airflow_provider_dispatch.lab.apiserver.faults import FaultInjector, FaultRule
 from airflow_provider_dispatch.lab.apiserver.requests import RequestInfo
-from airflow_provider_dispatch.lab.apiserver.server import USER_KEY
-from airflow_provider_dispatch.lab.runtime import DEFAULT_TOKEN, Lab, write_kubeconfig
+from airflow_provider_dispatch.lab.runtime import DEFAULT_TOKEN, Lab
 
 from .cluster import Cluster
-
-Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
-Hook = Callable[[web.Request, Handler], Awaitable[web.StreamResponse]]
+from .either import Either
+from .middleware import Handler, Hooks, failure_status, user_name
 
 ADMIN, WRITER, READER, NO_NODES = "lab-admin", "writer", "reader", "no-nodes"
 TOKENS = {
@@ -92,9 +84,7 @@ class Recorder:
 
     @web.middleware
     async def middleware(self, request: web.Request, handler: Handler) -> web.StreamResponse:
-        user = request.get(USER_KEY)
-        name = user.name if isinstance(user, UserInfo) else "?"
-
+        name = user_name(request)
         peer = request.transport.get_extra_info("peername") if request.transport is not None else None
 
         def log(status: int | str) -> None:
@@ -102,14 +92,8 @@ class Recorder:
 
         try:
             response = await handler(request)
-        except ApiError as error:
-            log(error.code)
-            raise
-        except web.HTTPException as error:
-            log(error.status)
-            raise
-        except BaseException:
-            log("dropped")
+        except BaseException as error:
+            log(failure_status(error))
             raise
         log(response.status)
         return response
@@ -119,41 +103,6 @@ class Recorder:
 
     def since(self, mark: int, *, admin: bool = False) -> list[Call]:
         return [c for c in self.calls[mark:] if admin or c.user != ADMIN]
-
-
-@dataclass
-class Hooks:
-    """Middlewares and fault injectors for the adapters' requests (never the admin's), cleared per test."""
-
-    active: list[tuple[Callable[[web.Request], bool], Hook]] = field(default_factory=list)
-
-    def add(self, hook: Hook, when: Callable[[web.Request], bool] = lambda request: True) -> None:
-        self.active.append((when, hook))
-
-    def faults(self, *rules: FaultRule, when: Callable[[web.Request], bool] = lambda request: True) -> FaultInjector:
-        """A seeded fault injector (`lab.apiserver.faults`) for the adapters' requests for which `when` holds."""
-        injector = FaultInjector(seed=11)
-        for rule in rules:
-            injector.add(rule)
-        self.add(injector.middleware, when)
-        return injector
-
-    def clear(self) -> None:
-        self.active.clear()
-
-    @web.middleware
-    async def middleware(self, request: web.Request, handler: Handler) -> web.StreamResponse:
-        user = request.get(USER_KEY)
-        if isinstance(user, UserInfo) and user.name == ADMIN:
-            return await handler(request)
-        hooks = [hook for when, hook in list(self.active) if when(request)]
-
-        async def call(index: int, current: web.Request) -> web.StreamResponse:
-            if index == len(hooks):
-                return await handler(current)
-            return await hooks[index](current, lambda forwarded: call(index + 1, forwarded))
-
-        return await call(0, request)
 
 
 @dataclass
@@ -178,7 +127,7 @@ class DispatchLab:
 @pytest.fixture(scope="session")
 def dispatch_lab() -> Iterator[DispatchLab]:
     auth = TokenAuthorizer()
-    recorder, hooks = Recorder(), Hooks()
+    recorder, hooks = Recorder(), Hooks(bypass=lambda user: user == ADMIN, seed=11)
     with Lab(
         speed=100.0,
         authenticator=auth,
@@ -209,63 +158,7 @@ def cluster(admin_api: kubernetes.client.ApiClient) -> Cluster:
     return built
 
 
-@pytest.fixture(scope="session")
-def closed_port_kubeconfig(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A kubeconfig for a loopback port nothing listens on: connection refused."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    return write_kubeconfig(
-        tmp_path_factory.mktemp("closed") / "kubeconfig", f"http://127.0.0.1:{port}", "writer-token"
-    )
-
-
 # --- one interface over both adapters ---------------------------------------------------------------------
-
-
-@dataclass
-class Either:
-    """The sync or the async adapter behind one awaitable interface (the sync one runs in a worker thread)."""
-
-    kind: str
-    adapter: DispatchAdapter | AsyncDispatchAdapter
-
-    async def call(self, operation: str, *args: Any, **kwargs: Any) -> Any:
-        method = getattr(self.adapter, operation)
-        if isinstance(self.adapter, DispatchAdapter):
-            return await asyncio.to_thread(method, *args, **kwargs)
-        return await method(*args, **kwargs)
-
-    async def hold(self, ref: str) -> Execution:
-        result: Execution = await self.call("hold", ref)
-        return result
-
-    async def release(self, ref: str) -> Execution:
-        result: Execution = await self.call("release", ref)
-        return result
-
-    async def open(self, manifest: Mapping[str, Any], **kwargs: Any) -> Execution:
-        result: Execution = await self.call("open", manifest, **kwargs)
-        return result
-
-    async def inspect(self, ref: str) -> Status:
-        result: Status = await self.call("inspect", ref)
-        return result
-
-    async def find(self, namespace: str, job_id: str) -> Status:
-        result: Status = await self.call("find", namespace, job_id)
-        return result
-
-    async def remaining_pods(self, ref: str, **kwargs: Any) -> DrainReport:
-        result: DrainReport = await self.call("remaining_pods", ref, **kwargs)
-        return result
-
-    async def ceased(self, ref: str, **kwargs: Any) -> bool:
-        result: bool = await self.call("ceased", ref, **kwargs)
-        return result
-
-    async def close(self) -> None:
-        await self.call("close")
 
 
 MakeAdapter = Callable[..., Awaitable[Either]]
@@ -280,10 +173,7 @@ async def make_adapter(dispatch_lab: DispatchLab) -> AsyncIterator[MakeAdapter]:
     async def make(kind: str, *, user: str = WRITER, kubeconfig: Path | None = None, **options: Any) -> Either:
         path = kubeconfig or dispatch_lab.kubeconfig(user)
         options.setdefault("clock", clock)
-        if kind == "sync":
-            either = Either(kind, DispatchAdapter.from_kubeconfig(path, **options))
-        else:
-            either = Either(kind, await AsyncDispatchAdapter.from_kubeconfig(path, **options))
+        either = await Either.from_kubeconfig(kind, path, **options)
         made.append(either)
         return either
 

@@ -28,7 +28,8 @@ from airflow_provider_dispatch.dispatch.programs import (
 from airflow_provider_dispatch.dispatch.transport import decode_answer, describe_transport_error, http_call
 
 from .cluster import Cluster
-from .conftest import READER, WRITER, DispatchLab, Either, MakeAdapter
+from .conftest import READER, WRITER, DispatchLab, MakeAdapter
+from .either import Either
 
 # --- the wire form (transport.py) --------------------------------------------------------------------------
 

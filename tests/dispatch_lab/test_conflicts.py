@@ -20,7 +20,8 @@ from airflow_provider_dispatch.dispatch.errors import ConflictError, PersistentC
 from airflow_provider_dispatch.lab.apiserver.faults import FaultRule
 
 from .cluster import Cluster
-from .conftest import DispatchLab, Either, MakeAdapter
+from .conftest import DispatchLab, MakeAdapter
+from .either import Either
 from .writers import StatusWriter, StatusWriters
 
 LOGGER = "airflow_provider_dispatch.dispatch.operations"

@@ -21,7 +21,8 @@ from airflow_provider_dispatch.dispatch.nodes import RETURN_MARGIN_SECONDS
 from airflow_provider_dispatch.dispatch.vocabulary import parse_time
 
 from .cluster import A_DAY, Cluster
-from .conftest import DispatchLab, Either
+from .conftest import DispatchLab
+from .either import Either
 
 
 def _running_then_held(cluster: Cluster) -> tuple[str, dict[str, str]]:

@@ -19,7 +19,8 @@ from airflow_provider_dispatch.kueue.waiting import WaitingIndex
 from airflow_provider_dispatch.lab.scenario import manifests
 
 from .cluster import Cluster
-from .conftest import DispatchLab, Either, MakeAdapter
+from .conftest import DispatchLab, MakeAdapter
+from .either import Either
 
 CHECK = "dispatch-drained"
 KUEUE_PATCH = {

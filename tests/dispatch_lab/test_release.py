@@ -18,7 +18,8 @@ from airflow_provider_dispatch.dispatch.errors import (
 from airflow_provider_dispatch.lab.scenario import manifests
 
 from .cluster import Cluster
-from .conftest import DispatchLab, Either, Handler, MakeAdapter
+from .conftest import DispatchLab, Handler, MakeAdapter
+from .either import Either
 from .writers import is_trainjob_put
 
 

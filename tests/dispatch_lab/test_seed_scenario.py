@@ -14,7 +14,8 @@ from airflow_provider_dispatch.dispatch.assessment import Execution, State
 from airflow_provider_dispatch.dispatch.errors import PodsRemainError
 
 from .cluster import NOT_READY, Cluster
-from .conftest import DispatchLab, Either
+from .conftest import DispatchLab
+from .either import Either
 
 
 async def test_lost_node_blocks_until_tainted_and_gc_then_one_write_admits(

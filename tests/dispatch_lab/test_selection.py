@@ -9,7 +9,8 @@ from airflow_provider_dispatch.dispatch.assessment import Execution
 from airflow_provider_dispatch.dispatch.errors import PodsRemainError
 
 from .cluster import JOB_TRACKING_FINALIZER, TIMESTAMP, Cluster
-from .conftest import DispatchLab, Either
+from .conftest import DispatchLab
+from .either import Either
 
 OTHER_MANAGER = "platform.example.com/node-pinning"
 

@@ -19,10 +19,9 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import kubernetes
-from dispatch_lab.conftest import Either
+from dispatch_lab.either import Either
 from kubernetes.client import ApiException
 
-from airflow_provider_dispatch.dispatch import AsyncDispatchAdapter, DispatchAdapter
 from airflow_provider_dispatch.dispatch import vocabulary as v
 from airflow_provider_dispatch.dispatch.errors import (
     ConflictError,
@@ -66,9 +65,7 @@ def pod_selector(trainjob: str) -> str:
 
 async def make_adapter(kind: str, kubeconfig: Path, **options: Any) -> Either:
     options.setdefault("settle_seconds", SETTLE)
-    if kind == "sync":
-        return Either(kind, DispatchAdapter.from_kubeconfig(kubeconfig, **options))
-    return Either(kind, await AsyncDispatchAdapter.from_kubeconfig(kubeconfig, **options))
+    return await Either.from_kubeconfig(kind, kubeconfig, **options)
 
 
 async def until(

@@ -27,7 +27,7 @@ import asyncio
 import contextvars
 import json
 import time
-from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,14 +35,14 @@ from typing import Any
 
 import kubernetes
 from aiohttp import web
+from dispatch_lab.middleware import Handler, Hook, Hooks, failure_status, user_name
 
 from airflow_provider_dispatch.dispatch import vocabulary as v
 from airflow_provider_dispatch.lab.apiserver.auth.auth import Decision, UserInfo
 from airflow_provider_dispatch.lab.apiserver.delays import RequestDelays
-from airflow_provider_dispatch.lab.apiserver.errors import ApiError
 from airflow_provider_dispatch.lab.apiserver.faults import FaultInjector, FaultKind, FaultRule
 from airflow_provider_dispatch.lab.apiserver.requests import RequestInfo
-from airflow_provider_dispatch.lab.apiserver.server import INFO_KEY, USER_KEY
+from airflow_provider_dispatch.lab.apiserver.server import INFO_KEY
 from airflow_provider_dispatch.lab.apiserver.storage.store import WatchEvent
 from airflow_provider_dispatch.lab.runtime import DEFAULT_TOKEN, Lab
 from airflow_provider_dispatch.lab.scenario.scenario import Scenario
@@ -51,8 +51,6 @@ from airflow_provider_dispatch.lab.simulated.controllers import NODE_CONTROLLERS
 from airflow_provider_dispatch.lab.truth.overlap import PodIdentity
 
 Obj = dict[str, Any]
-Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
-Hook = Callable[[web.Request, Handler], Awaitable[web.StreamResponse]]
 
 ADMIN = "lab-admin"
 HOSTILE = "hostile"
@@ -157,8 +155,7 @@ class Journal:
 
     @web.middleware
     async def middleware(self, request: web.Request, handler: Handler) -> web.StreamResponse:
-        user = request.get(USER_KEY)
-        name = user.name if isinstance(user, UserInfo) else "?"
+        name = user_name(request)
         info = request.get(INFO_KEY)
         counted = info is None or info.verb != "watch"  # a watch is open for minutes: it is not work in flight
         self.in_flight += counted
@@ -204,14 +201,8 @@ class Journal:
 
         try:
             response = await handler(request)
-        except ApiError as error:
-            log(error.code)
-            raise
-        except web.HTTPException as error:
-            log(error.status)
-            raise
-        except BaseException:
-            log("dropped")
+        except BaseException as error:
+            log(failure_status(error))
             raise
         log(response.status, *_answer_metadata(response))
         return response
@@ -236,41 +227,6 @@ class Journal:
 
 
 # --- the hooks: interference with callers' requests only ---------------------------------------------------
-
-
-@dataclass
-class Hooks:
-    """Middlewares for callers' requests (never the admin's or the hostile user's)."""
-
-    active: list[tuple[Callable[[web.Request], bool], Hook]] = field(default_factory=list)
-
-    def add(self, hook: Hook, when: Callable[[web.Request], bool] = lambda request: True) -> None:
-        self.active.append((when, hook))
-
-    def remove(self, hook: Hook) -> None:
-        self.active = [(when, h) for when, h in self.active if h is not hook]
-
-    def clear(self) -> None:
-        self.active.clear()
-
-    @web.middleware
-    async def middleware(self, request: web.Request, handler: Handler) -> web.StreamResponse:
-        user = request.get(USER_KEY)
-        if not isinstance(user, UserInfo) or user.name not in CALLERS:
-            return await handler(request)
-        hooks = [hook for when, hook in list(self.active) if when(request)]
-
-        async def call(index: int, current: web.Request) -> web.StreamResponse:
-            if index == len(hooks):
-                return await handler(current)
-            return await hooks[index](current, lambda forwarded: call(index + 1, forwarded))
-
-        return await call(0, request)
-
-
-def user_of(request: web.Request) -> str:
-    user = request.get(USER_KEY)
-    return user.name if isinstance(user, UserInfo) else "?"
 
 
 def info_of(request: web.Request) -> RequestInfo | None:
@@ -306,7 +262,7 @@ class WriteBarrier:
             self._open.set()
 
     async def hook(self, request: web.Request, handler: Handler) -> web.StreamResponse:
-        self.arrived.add(user_of(request))
+        self.arrived.add(user_name(request))
         self._check()
         await asyncio.wait_for(self._open.wait(), timeout=30)  # a bound, not a synchronisation
         return await handler(request)
@@ -341,7 +297,7 @@ class FaultAt:
             self._injector = FaultInjector(seed=0, rules=[rule])
 
     def when(self, request: web.Request) -> bool:
-        return user_of(request) == self.user
+        return user_name(request) == self.user
 
     async def hook(self, request: web.Request, handler: Handler) -> web.StreamResponse:
         position = self.seen
@@ -479,7 +435,7 @@ class ReliabilityLab:
 
     def __init__(self, *, controllers: Sequence[ControllerFactory] = CLUSTER, speed: float = 0.0) -> None:
         self.journal = Journal()
-        self.hooks = Hooks()
+        self.hooks = Hooks(bypass=lambda user: user not in CALLERS)  # never the admin's or the hostile user's
         self.delays = RequestDelays()
         """The requests held in flight (`lab.apiserver.delays`); its methods run on the lab's loop (`lab.call`)."""
         identities = Identities()

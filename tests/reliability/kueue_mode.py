@@ -128,12 +128,7 @@ class KueueMode:
     def converge_one(self, world: World, obj: ObjectModel, outcomes: list[Outcome], attempts: int) -> list[str]:
         """Hold (Workload inactive), let lab time pass, release (active again): Kueue must admit it once more,
         through dispatch's check (A+1), within `attempts` rounds of 10 s of lab time."""
-        for _ in range(attempts):
-            hold = world._invoke(0, "hold", obj, outcomes)
-            world.rlab.settle()
-            if hold.error is None:
-                break
-            world._advance(5)
+        world.hold_until_accepted(obj, outcomes, attempts)
         world._advance(30)
         world.refresh()
         before = invariants._number(obj.admission)

@@ -24,74 +24,19 @@ import pytest
 from airflow_provider_dispatch.dispatch import vocabulary as v
 from airflow_provider_dispatch.dispatch.errors import PodsRemainError, SpecRejectedError
 from airflow_provider_dispatch.dispatch.evidence import DEFAULT_SETTLE_SECONDS
-from airflow_provider_dispatch.lab.truth.overlap import Overlap
 
-from .callers import Outcome
-from .harness import ReliabilityLab
+from .one_pod import core, do, one_pod_world, only_process, overlaps, release, require
 from .schedule import Step
 from .world import NAMESPACE, TRAINER, World
 
 #: long enough for the node lifecycle controller to find a silent node Ready=Unknown (50 s grace, 5 s period)
 SILENCE = [Step.of("advance", seconds=60), Step.of("advance", seconds=30)]
-RUNNING = [
-    Step.of("open", obj=0, caller=0),
-    Step.of("advance", seconds=1),
-    Step.of("open", obj=0, caller=1),
-    Step.of("advance", seconds=1),
-]
-
-
-class Unexpected(RuntimeError):
-    """A step before the point under test went otherwise than the scenario needs: an error, not the xfail."""
-
-
-def require(condition: bool, message: str) -> None:
-    if not condition:
-        raise Unexpected(message)
 
 
 @pytest.fixture
 def world(request: pytest.FixtureRequest) -> Iterator[World]:
     """One TrainJob of one pod on a three-node cluster, running its first execution."""
-    termination = getattr(request, "param", 8)
-    with ReliabilityLab() as rlab:
-        built = World(rlab, 3, 1, {"num_nodes": (1,), "termination_seconds": termination, "grace_seconds": 30})
-        built.setup()
-        try:
-            for step in RUNNING:
-                built.apply(step)
-            require(built.objects[0].admission == "1", f"the first execution did not start: {built.log}")
-            yield built
-        finally:
-            built.close()
-
-
-def _do(world: World, *steps: Step) -> None:
-    """Steps whose own checks are not the point (an expected overlap is asserted by the test itself)."""
-    for step in steps:
-        world.apply(step)
-
-
-def _release(world: World, caller: int = 0) -> Outcome:
-    outcomes: list[Outcome] = []
-    outcome = world._invoke(caller, "release", world.objects[0], outcomes)
-    world.rlab.settle()
-    world.refresh()
-    return outcome
-
-
-def _overlaps(world: World) -> list[Overlap]:
-    return world.rlab.sc.overlaps(NAMESPACE, world.objects[0].name)
-
-
-def _pod(world: World) -> tuple[str, str]:
-    running = world._running(world.objects[0])
-    require(len(running) == 1, f"expected one running process, not {running}")
-    return running[0].pod, running[0].node
-
-
-def _core(world: World) -> kubernetes.client.CoreV1Api:
-    return kubernetes.client.CoreV1Api(world.rlab.api())
+    yield from one_pod_world(getattr(request, "param", 8), 30)
 
 
 # --- a pod force-deleted while its node is lost --------------------------------------------------------------
@@ -101,32 +46,32 @@ def test_a_pod_force_deleted_on_a_lost_node_still_blocks(world: World) -> None:
     """The hold recorded the pod and its node (fencing.py); once the object is force-deleted no listing sees it,
     but the record does: release stays refused, naming the pod and the lost node, until the machine is fenced
     (powered off, then tainted out-of-service); then it admits execution 2 and nothing overlaps."""
-    pod, node = _pod(world)
-    _do(world, Step.of("lose", host=0), Step.of("hold", obj=0, caller=0), *SILENCE)
-    blocked = _release(world)
+    pod, node = only_process(world)
+    do(world, Step.of("lose", host=0), Step.of("hold", obj=0, caller=0), *SILENCE)
+    blocked = release(world)
     require(isinstance(blocked.error, PodsRemainError), f"not blocked by the Terminating pod: {blocked.describe()}")
     require(f"{pod} on {node} (Ready=Unknown" in str(blocked.error), str(blocked.error))
 
-    _core(world).delete_namespaced_pod(pod, NAMESPACE, grace_period_seconds=0)  # kubectl delete --force
+    core(world).delete_namespaced_pod(pod, NAMESPACE, grace_period_seconds=0)  # kubectl delete --force
     world.rlab.settle()
-    _do(world, Step.of("advance", seconds=1))
-    require(pod not in [p.metadata.name for p in _core(world).list_namespaced_pod(NAMESPACE).items], "pod still there")
+    do(world, Step.of("advance", seconds=1))
+    require(pod not in [p.metadata.name for p in core(world).list_namespaced_pod(NAMESPACE).items], "pod still there")
     require(any(r.pod == pod and r.running for r in world.processes()), "the partitioned process stopped")
 
-    after = _release(world)
-    _do(world, Step.of("advance", seconds=5))
+    after = release(world)
+    do(world, Step.of("advance", seconds=5))
     assert isinstance(after.error, PodsRemainError), f"admitted beside a process it cannot see: {after.describe()}"
     assert f"{pod} on {node} (Ready=Unknown)" in str(after.error)
     assert "deleted from the API" in str(after.error)
     assert not after.error.ceased
-    assert _overlaps(world) == []
+    assert overlaps(world) == []
 
-    _do(world, Step.of("fence", host=0, effect="NoExecute"), Step.of("advance", seconds=5))
-    admitted = _release(world)
+    do(world, Step.of("fence", host=0, effect="NoExecute"), Step.of("advance", seconds=5))
+    admitted = release(world)
     assert admitted.execution is not None, admitted.describe()
     assert admitted.execution.admission == 2
-    _do(world, Step.of("advance", seconds=5))
-    assert _overlaps(world) == []
+    do(world, Step.of("advance", seconds=5))
+    assert overlaps(world) == []
     assert world.violations == []
 
 
@@ -138,33 +83,33 @@ def test_a_deleted_node_is_taken_as_proof_of_its_machines_end(world: World, mach
     """Deleted means ceased (DESIGN §4). PodGC agrees: after its 40 s quarantine and a live GET it
     force-deletes the orphaned pods (k8s-apis §5.5). Right when the machine is off; when it is merely frozen,
     the old process runs on beside the new execution, and the recorder shows the cost of the judgement."""
-    pod, node = _pod(world)
-    _do(world, Step.of("freeze", host=0), Step.of("hold", obj=0, caller=0), *SILENCE)
-    blocked = _release(world)
+    pod, node = only_process(world)
+    do(world, Step.of("freeze", host=0), Step.of("hold", obj=0, caller=0), *SILENCE)
+    blocked = release(world)
     assert isinstance(blocked.error, PodsRemainError), blocked.describe()
     assert not blocked.error.ceased
 
     if machine == "powered-off":
         world.rlab.sc.power_off(node)
-    _core(world).delete_node(node)
+    core(world).delete_node(node)
     world.rlab.settle()
-    still = _release(world)
+    still = release(world)
     assert isinstance(still.error, PodsRemainError), still.describe()
     assert still.error.ceased
     assert f"{pod} on {node} (gone)" in str(still.error)
 
-    _do(world, Step.of("advance", seconds=50))  # PodGC: quarantine, GET, Failed + DeletionByPodGC, delete
-    admitted = _release(world)
+    do(world, Step.of("advance", seconds=50))  # PodGC: quarantine, GET, Failed + DeletionByPodGC, delete
+    admitted = release(world)
     assert admitted.execution is not None, admitted.describe()
     assert admitted.execution.admission == 2
-    _do(world, Step.of("advance", seconds=5))
-    overlaps = _overlaps(world)
+    do(world, Step.of("advance", seconds=5))
+    seen = overlaps(world)
     if machine == "powered-off":
-        assert overlaps == []
+        assert seen == []
         assert world.violations == []
     else:
-        assert overlaps, "the frozen machine's process runs beside execution 2"
-        assert {(o.first.execution.admission, o.second.execution.admission) for o in overlaps} == {("1", "2")}
+        assert seen, "the frozen machine's process runs beside execution 2"
+        assert {(o.first.execution.admission, o.second.execution.admission) for o in seen} == {("1", "2")}
 
 
 # --- Kueue failure recovery: Failed without proof --------------------------------------------------------------
@@ -174,10 +119,10 @@ def test_pods_kueue_failure_recovery_marked_failed_block_until_the_node_is_cease
     """What Kueue's pod termination controller does first (k8s-apis §4.7) on a Terminating pod of an
     unreachable node, done here as it would: phase Failed and the condition KueueFailureRecovery. The process
     may run on behind the partition, so the pod still blocks; once the operator fences the node, it does not."""
-    pod, node = _pod(world)
-    _do(world, Step.of("lose", host=0), Step.of("hold", obj=0, caller=0))
-    _do(world, Step.of("advance", seconds=60), Step.of("advance", seconds=40))
-    taints = {t.key for t in (_core(world).read_node(node).spec.taints or [])}
+    pod, node = only_process(world)
+    do(world, Step.of("lose", host=0), Step.of("hold", obj=0, caller=0))
+    do(world, Step.of("advance", seconds=60), Step.of("advance", seconds=40))
+    taints = {t.key for t in (core(world).read_node(node).spec.taints or [])}
     require("node.kubernetes.io/unreachable" in taints, f"no unreachable taint yet: {taints}")
     condition = {
         "type": v.CONDITION_KUEUE_FAILURE_RECOVERY,
@@ -185,21 +130,21 @@ def test_pods_kueue_failure_recovery_marked_failed_block_until_the_node_is_cease
         "reason": "KueueForcefullyDeleted",
         "message": "Pod forcefully terminated after 60s grace period due to unreachable node",
     }
-    _core(world).patch_namespaced_pod_status(pod, NAMESPACE, {"status": {"phase": "Failed", "conditions": [condition]}})
+    core(world).patch_namespaced_pod_status(pod, NAMESPACE, {"status": {"phase": "Failed", "conditions": [condition]}})
     world.rlab.settle()
 
-    blocked = _release(world)
+    blocked = release(world)
     assert isinstance(blocked.error, PodsRemainError), blocked.describe()
     (remaining,) = blocked.error.remaining
     assert (remaining.name, remaining.phase) == (pod, "Failed")
     assert remaining.blocking.value == "marked Failed by Kueue failure recovery without proof of cessation"
 
-    _do(world, Step.of("fence", host=0, effect="NoSchedule"))  # the machine off, then the taint
-    admitted = _release(world)
+    do(world, Step.of("fence", host=0, effect="NoSchedule"))  # the machine off, then the taint
+    admitted = release(world)
     assert admitted.execution is not None, admitted.describe()
     assert admitted.execution.admission == 2
-    _do(world, Step.of("advance", seconds=5))
-    assert _overlaps(world) == []
+    do(world, Step.of("advance", seconds=5))
+    assert overlaps(world) == []
     assert world.violations == []
     assert world.violations == []
 
@@ -230,25 +175,25 @@ def test_a_runtime_that_opts_pods_into_failure_recovery_is_refused(world: World)
 def test_an_out_of_service_taint_on_a_ready_node_is_not_proof(world: World) -> None:
     """The process takes 25 s to stop after SIGTERM. The taint goes on its Ready node meanwhile: PodGC leaves
     the pod (the node is Ready), `ceased` says no, release is refused until the kubelet confirms the end."""
-    pod, node = _pod(world)
-    _do(world, Step.of("hold", obj=0, caller=0))
+    pod, node = only_process(world)
+    do(world, Step.of("hold", obj=0, caller=0))
     world.rlab.sc.taint_out_of_service(node, "NoExecute")
     world.rlab.settle()
-    _do(world, Step.of("advance", seconds=21))  # a PodGC pass has run; the process still stops
+    do(world, Step.of("advance", seconds=21))  # a PodGC pass has run; the process still stops
     require(any(r.pod == pod and r.running for r in world.processes()), "the process stopped early")
-    names = [p.metadata.name for p in _core(world).list_namespaced_pod(NAMESPACE).items]
+    names = [p.metadata.name for p in core(world).list_namespaced_pod(NAMESPACE).items]
     assert pod in names, "PodGC must not force-delete on a Ready node"
     ceased = world.callers[4].invoke(world.rlab, "ceased", world.objects[0].ref)
     assert ceased.result is False, ceased.describe()
-    blocked = _release(world)
+    blocked = release(world)
     assert isinstance(blocked.error, PodsRemainError), blocked.describe()
     assert f"{pod} on {node} (Ready=True, out-of-service)" in str(blocked.error)
 
     # the process has stopped and the kubelet confirmed; the hold settles 90 s after it (dispatch/evidence.py)
-    _do(world, Step.of("advance", seconds=DEFAULT_SETTLE_SECONDS))
-    admitted = _release(world)
+    do(world, Step.of("advance", seconds=DEFAULT_SETTLE_SECONDS))
+    admitted = release(world)
     assert admitted.execution is not None, admitted.describe()
     assert admitted.execution.admission == 2
-    _do(world, Step.of("advance", seconds=5))
-    assert _overlaps(world) == []
+    do(world, Step.of("advance", seconds=5))
+    assert overlaps(world) == []
     assert world.violations == []

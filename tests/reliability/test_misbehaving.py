@@ -26,17 +26,11 @@ from airflow_provider_dispatch.dispatch import vocabulary as v
 from airflow_provider_dispatch.dispatch.errors import HoldSettlingError, PodsRemainError
 from airflow_provider_dispatch.dispatch.evidence import DEFAULT_SETTLE_SECONDS
 
-from .callers import Outcome
-from .harness import HOSTILE, ReliabilityLab
+from .harness import HOSTILE
+from .one_pod import core, do, hold, one_pod_world, only_process, overlaps, release, require
 from .schedule import Step
 from .world import NAMESPACE, TRAINER, World
 
-RUNNING = [
-    Step.of("open", obj=0, caller=0),
-    Step.of("advance", seconds=1),
-    Step.of("open", obj=0, caller=1),
-    Step.of("advance", seconds=1),
-]
 #: the labels a person removes to take a pod out of its Job (and out of both of dispatch's selections)
 SELECTOR_LABELS = (
     v.LABEL_JOBSET_NAME,
@@ -51,75 +45,22 @@ SELECTOR_LABELS = (
 SETTLE = Step.of("advance", seconds=DEFAULT_SETTLE_SECONDS + 1)
 
 
-class Unexpected(RuntimeError):
-    """A step before the point under test went otherwise than the scenario needs."""
-
-
-def require(condition: bool, message: str) -> None:
-    if not condition:
-        raise Unexpected(message)
-
-
-def _world(termination: float, grace: int) -> Iterator[World]:
-    with ReliabilityLab() as rlab:
-        built = World(rlab, 3, 1, {"num_nodes": (1,), "termination_seconds": termination, "grace_seconds": grace})
-        built.setup()
-        try:
-            for step in RUNNING:
-                built.apply(step)
-            require(built.objects[0].admission == "1", f"the first execution did not start: {built.log}")
-            yield built
-        finally:
-            built.close()
-
-
 @pytest.fixture
 def world() -> Iterator[World]:
     """One TrainJob of one pod on three nodes, running its first execution; a process stops 8 s after SIGTERM."""
-    yield from _world(8, 30)
+    yield from one_pod_world(8, 30)
 
 
 @pytest.fixture
 def slow_world() -> Iterator[World]:
     """As `world`, but the process takes 200 s to stop after SIGTERM and may (grace 300 s): its pod stays
     Terminating on a Ready node for longer than a hold takes to settle."""
-    yield from _world(200, 300)
-
-
-def _do(world: World, *steps: Step) -> None:
-    for step in steps:
-        world.apply(step)
-
-
-def _release(world: World, caller: int = 0) -> Outcome:
-    outcomes: list[Outcome] = []
-    outcome = world._invoke(caller, "release", world.objects[0], outcomes)
-    world.rlab.settle()
-    world.refresh()
-    return outcome
-
-
-def _hold(world: World, caller: int = 0) -> Outcome:
-    outcomes: list[Outcome] = []
-    outcome = world._invoke(caller, "hold", world.objects[0], outcomes)
-    world.rlab.settle()
-    world.refresh()
-    return outcome
-
-
-def _core(world: World, user: str | None = None) -> kubernetes.client.CoreV1Api:
-    return kubernetes.client.CoreV1Api(world.rlab.api() if user is None else world.rlab.api(user))
-
-
-def _only_process(world: World) -> tuple[str, str]:
-    running = world._running(world.objects[0])
-    require(len(running) == 1, f"expected one running process, not {running}")
-    return running[0].pod, running[0].node
+    yield from one_pod_world(200, 300)
 
 
 def _relabel(world: World, pod: str) -> None:
     """A person takes the pod out of its controller: every selector label removed (a JSON merge patch)."""
-    _core(world, HOSTILE).patch_namespaced_pod(pod, NAMESPACE, {"metadata": {"labels": dict.fromkeys(SELECTOR_LABELS)}})
+    core(world, HOSTILE).patch_namespaced_pod(pod, NAMESPACE, {"metadata": {"labels": dict.fromkeys(SELECTOR_LABELS)}})
     world.rlab.settle()
 
 
@@ -128,10 +69,6 @@ def _record(world: World) -> dict[str, object]:
         *TRAINER, NAMESPACE, "trainjobs", world.objects[0].name
     )
     return dict(json.loads(live["metadata"]["annotations"][v.ANNOTATION_EXECUTION_PODS]))
-
-
-def _overlaps(world: World) -> list[object]:
-    return list(world.rlab.sc.overlaps(NAMESPACE, world.objects[0].name))
 
 
 def _process_of(world: World, pod: str) -> bool:
@@ -147,29 +84,29 @@ def test_a_pod_relabelled_after_the_hold_still_blocks_while_it_terminates(slow_w
     label selections no longer see it, and its node is Ready, so fencing alone would take it as gone; the drain
     check looks it up by name and uid and finds it, so release waits until its kubelet has ended it."""
     world = slow_world
-    pod, _node = _only_process(world)
-    held = _hold(world)
+    pod, _node = only_process(world)
+    held = hold(world)
     require(held.error is None, held.describe())
     recorded = _record(world)
     require(pod in json.dumps(recorded), f"the hold did not record {pod}: {recorded}")
-    _do(world, SETTLE)
+    do(world, SETTLE)
     require(_process_of(world, pod), "the pod's process stopped before the test could relabel it")
     _relabel(world, pod)
 
-    blocked = _release(world)
+    blocked = release(world)
     assert isinstance(blocked.error, PodsRemainError), f"admitted beside a relabelled pod: {blocked.describe()}"
     (remaining,) = blocked.error.remaining
     assert (remaining.name, remaining.relabelled) == (pod, True)
     assert "no longer carries" in str(blocked.error)
-    assert _overlaps(world) == []
+    assert overlaps(world) == []
 
-    _do(world, Step.of("advance", seconds=150))
+    do(world, Step.of("advance", seconds=150))
     require(not _process_of(world, pod), "the relabelled pod's process still runs after its grace period")
-    admitted = _release(world)
+    admitted = release(world)
     assert admitted.execution is not None, admitted.describe()
     assert admitted.execution.admission == 2
-    _do(world, Step.of("advance", seconds=5))
-    assert _overlaps(world) == []
+    do(world, Step.of("advance", seconds=5))
+    assert overlaps(world) == []
     assert world.violations == []
 
 
@@ -177,30 +114,30 @@ def test_a_pod_relabelled_before_the_hold_is_recorded_by_its_name_and_blocks_unt
     """The labels go while the pod runs: neither selection sees it any more, and its Job no longer counts it. The
     hold's one full read finds it by the name its Job gave it and records it with its uid; release refuses while
     it exists, naming it, until the person who took it out deletes it and its process has ended."""
-    pod, _node = _only_process(world)
+    pod, _node = only_process(world)
     _relabel(world, pod)
     require(_process_of(world, pod), "the relabelled pod's process stopped")
-    held = _hold(world)
+    held = hold(world)
     require(held.error is None, held.describe())
     assert pod in json.dumps(_record(world)), "the hold did not record the relabelled pod"
-    _do(world, SETTLE, Step.of("advance", seconds=30))
+    do(world, SETTLE, Step.of("advance", seconds=30))
 
     # Upstream's Job controller released the pod when its labels stopped matching (it dropped its ownerReference:
     # `ClaimPods`), so nothing ends it: it runs on after the hold, whatever the TrainJob says
     require(_process_of(world, pod), "the relabelled pod's process stopped with the hold")
-    blocked = _release(world)
+    blocked = release(world)
     assert isinstance(blocked.error, PodsRemainError), f"admitted beside a relabelled pod: {blocked.describe()}"
     assert pod in [p.name for p in blocked.error.remaining]
     assert any(p.relabelled for p in blocked.error.remaining if p.name == pod)
     # the person is done debugging and deletes the pod; its kubelet ends it within the grace period
-    _core(world).delete_namespaced_pod(pod, NAMESPACE)
-    _do(world, Step.of("advance", seconds=40))
+    core(world).delete_namespaced_pod(pod, NAMESPACE)
+    do(world, Step.of("advance", seconds=40))
     require(not _process_of(world, pod), "the pod's process still runs")
-    admitted = _release(world)
+    admitted = release(world)
     assert admitted.execution is not None, admitted.describe()
     assert admitted.execution.admission == 2
-    _do(world, Step.of("advance", seconds=5))
-    assert _overlaps(world) == []
+    do(world, Step.of("advance", seconds=5))
+    assert overlaps(world) == []
 
 
 # --- suspended outside dispatch, then held ---------------------------------------------------------------------
@@ -212,36 +149,36 @@ def test_a_trainjob_suspended_outside_dispatch_is_recorded_by_the_hold_and_a_for
     """A plain patch suspends the TrainJob while its node is partitioned; dispatch's hold finds it held without
     a record of execution 1's pods and writes one. The Terminating pod on the lost node is then force-deleted:
     release still refuses, naming it, until the node is fenced."""
-    pod, node = _only_process(world)
-    _do(world, Step.of("lose", host=0), Step.of("advance", seconds=60))
+    pod, node = only_process(world)
+    do(world, Step.of("lose", host=0), Step.of("advance", seconds=60))
     custom = kubernetes.client.CustomObjectsApi(world.rlab.api(HOSTILE))
     custom.patch_namespaced_custom_object(
         *TRAINER, NAMESPACE, "trainjobs", world.objects[0].name, {"spec": {"suspend": True}}
     )
     world.rlab.settle()
-    _do(world, Step.of("advance", seconds=5))
-    held = _hold(world)
+    do(world, Step.of("advance", seconds=5))
+    held = hold(world)
     require(held.error is None, held.describe())
     record = _record(world)
     assert pod in json.dumps(record), f"the hold did not record the pod of the lost node: {record}"
     assert record["admission"] == 1
 
-    _core(world).delete_namespaced_pod(pod, NAMESPACE, grace_period_seconds=0)  # kubectl delete --force
+    core(world).delete_namespaced_pod(pod, NAMESPACE, grace_period_seconds=0)  # kubectl delete --force
     world.rlab.settle()
-    _do(world, SETTLE)
+    do(world, SETTLE)
     require(_process_of(world, pod), "the partitioned process stopped")
-    blocked = _release(world)
+    blocked = release(world)
     assert isinstance(blocked.error, PodsRemainError), f"admitted beside the partitioned process: {blocked.describe()}"
     assert f"{pod} on {node} (Ready=Unknown" in str(blocked.error)
     assert "deleted from the API" in str(blocked.error)
-    assert _overlaps(world) == []
+    assert overlaps(world) == []
 
-    _do(world, Step.of("fence", host=0, effect="NoExecute"), Step.of("advance", seconds=5))
-    admitted = _release(world)
+    do(world, Step.of("fence", host=0, effect="NoExecute"), Step.of("advance", seconds=5))
+    admitted = release(world)
     assert admitted.execution is not None, admitted.describe()
     assert admitted.execution.admission == 2
-    _do(world, Step.of("advance", seconds=5))
-    assert _overlaps(world) == []
+    do(world, Step.of("advance", seconds=5))
+    assert overlaps(world) == []
 
 
 # --- the settle ---------------------------------------------------------------------------------------------
@@ -250,16 +187,16 @@ def test_a_trainjob_suspended_outside_dispatch_is_recorded_by_the_hold_and_a_for
 def test_a_release_right_after_the_hold_waits_the_settle_and_says_until_when(world: World) -> None:
     """Even with every pod gone, a release within the settle of the hold refuses, retryably, with the time it
     has left on the API server's clock; after it, it admits."""
-    held = _hold(world)
+    held = hold(world)
     require(held.error is None, held.describe())
-    _do(world, Step.of("advance", seconds=20))
+    do(world, Step.of("advance", seconds=20))
     require(not world._running(world.objects[0]), "the process did not stop after the hold")
-    early = _release(world)
+    early = release(world)
     assert isinstance(early.error, HoldSettlingError), early.describe()
     assert early.error.retryable
     assert 60 <= early.error.seconds_left <= DEFAULT_SETTLE_SECONDS - 19
     assert "settles until" in str(early.error)
-    _do(world, Step.of("advance", seconds=early.error.seconds_left + 1))
-    admitted = _release(world)
+    do(world, Step.of("advance", seconds=early.error.seconds_left + 1))
+    admitted = release(world)
     assert admitted.execution is not None, admitted.describe()
     assert admitted.execution.admission == 2

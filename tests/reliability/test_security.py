@@ -12,7 +12,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import re
 import uuid
@@ -24,6 +23,7 @@ from typing import Any
 import kubernetes
 import pytest
 from dispatch_lab.cluster import Cluster
+from dispatch_lab.either import Either
 
 from airflow_provider_dispatch.dispatch import AsyncDispatchAdapter, DispatchAdapter
 from airflow_provider_dispatch.dispatch.errors import (
@@ -89,31 +89,13 @@ def rbac_lab() -> Iterator[RbacLab]:
         admin.close()
 
 
-@dataclass
-class Adapter:
-    """The sync or the async adapter behind one awaitable interface (the sync one in a worker thread)."""
-
-    kind: str
-    inner: DispatchAdapter | AsyncDispatchAdapter
-
-    async def call(self, operation: str, *args: Any, **kwargs: Any) -> Any:
-        method = getattr(self.inner, operation)
-        if isinstance(self.inner, DispatchAdapter):
-            return await asyncio.to_thread(method, *args, **kwargs)
-        return await method(*args, **kwargs)
-
-
 @pytest.fixture(params=["sync", "async"])
 async def adapters(rbac_lab: RbacLab, request: pytest.FixtureRequest) -> AsyncIterator[Any]:
-    made: list[Adapter] = []
+    made: list[Either] = []
     kind = str(request.param)
 
-    async def make(identity: str, **options: Any) -> Adapter:
-        path = rbac_lab.lab.kubeconfig_for(identity)
-        if kind == "sync":
-            adapter = Adapter(kind, DispatchAdapter.from_kubeconfig(path, **options))
-        else:
-            adapter = Adapter(kind, await AsyncDispatchAdapter.from_kubeconfig(path, **options))
+    async def make(identity: str, **options: Any) -> Either:
+        adapter = await Either.from_kubeconfig(kind, rbac_lab.lab.kubeconfig_for(identity), **options)
         made.append(adapter)
         return adapter
 
@@ -345,7 +327,7 @@ async def test_no_token_or_kubeconfig_text_in_logs_errors_or_output(
     errors: list[BaseException] = []
     secrets: list[str] = []
 
-    async def attempt(adapter: Adapter, operation: str, *args: Any) -> Any:
+    async def attempt(adapter: Either, operation: str, *args: Any) -> Any:
         try:
             return await adapter.call(operation, *args)
         except DispatchError as error:
@@ -365,12 +347,12 @@ async def test_no_token_or_kubeconfig_text_in_logs_errors_or_output(
     # a token the server does not accept (401), and a server nobody listens on
     bad = write_kubeconfig(tmp_path / "bad.yaml", rbac_lab.lab.url, "not-a-valid-token-" + uuid.uuid4().hex)
     secrets += _secrets(bad)
-    stranger = Adapter("sync", DispatchAdapter.from_kubeconfig(bad))
+    stranger = Either("sync", DispatchAdapter.from_kubeconfig(bad))
     await attempt(stranger, "release", ref)
     await attempt(stranger, "inspect", ref)
     closed = write_kubeconfig(tmp_path / "closed.yaml", "http://127.0.0.1:9", "closed-port-token-" + uuid.uuid4().hex)
     secrets += _secrets(closed)
-    await attempt(Adapter("sync", DispatchAdapter.from_kubeconfig(closed)), "release", ref)
+    await attempt(Either("sync", DispatchAdapter.from_kubeconfig(closed)), "release", ref)
     # a kubeconfig that does not parse, with a token in it
     broken = tmp_path / "broken.yaml"
     leaked = "broken-kubeconfig-token-" + uuid.uuid4().hex

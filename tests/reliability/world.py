@@ -80,7 +80,7 @@ from .harness import (
     WriteBarrier,
     is_trainjob_put,
     lose_the_answer,
-    user_of,
+    user_name,
 )
 from .kueue_mode import NAMESPACE, KueueMode
 from .schedule import READER, Step
@@ -517,7 +517,7 @@ class World:
             return self.callers.at_once(planned)
         barrier = WriteBarrier(self.rlab.lab, len(chosen))
         names = {c.name for c in chosen}
-        with self.rlab.hooked(barrier.hook, lambda request: is_trainjob_put(request) and user_of(request) in names):
+        with self.rlab.hooked(barrier.hook, lambda request: is_trainjob_put(request) and user_name(request) in names):
             return self.callers.at_once(planned, on_done=barrier.finished)
 
     def rule_release(self, step: Step, outcomes: list[Outcome]) -> bool:
@@ -538,7 +538,7 @@ class World:
         caller = self.callers[int(step.get("caller"))]
 
         def mine(request: Any) -> bool:
-            return is_trainjob_put(request) and user_of(request) == caller.name and request.path.endswith(obj.name)
+            return is_trainjob_put(request) and user_name(request) == caller.name and request.path.endswith(obj.name)
 
         with self.rlab.hooked(lose_the_answer, mine):
             first = caller.invoke(self.rlab, "release", obj.ref)
@@ -573,7 +573,7 @@ class World:
         injector = FaultInjector(seed=0, rules=[rule])
         name = CALLERS[caller]
         operation = str(step.get("operation"))
-        with self.rlab.hooked(injector.middleware, lambda request: user_of(request) == name):
+        with self.rlab.hooked(injector.middleware, lambda request: user_name(request) == name):
             outcome = self._invoke(caller, operation, obj, outcomes)
         if not injector.log:
             return True
@@ -1164,13 +1164,18 @@ class World:
         self.rlab.sc.advance(seconds)
         self.rlab.settle()
 
-    def _converge_one(self, obj: ObjectModel, outcomes: list[Outcome], attempts: int) -> list[str]:
+    def hold_until_accepted(self, obj: ObjectModel, outcomes: list[Outcome], attempts: int) -> None:
+        """The convergence's first step, in either mode: hold `obj` until a hold is accepted, with 5 s of lab time
+        between tries, at most `attempts` tries; every try's outcome goes into `outcomes`."""
         for _ in range(attempts):
             hold = self._invoke(0, "hold", obj, outcomes)
             self.rlab.settle()
             if hold.error is None:
                 break
             self._advance(5)
+
+    def _converge_one(self, obj: ObjectModel, outcomes: list[Outcome], attempts: int) -> list[str]:
+        self.hold_until_accepted(obj, outcomes, attempts)
         self._advance(HOLD_SETTLING_SECONDS)
         self.refresh()
         before = invariants._number(obj.admission)

@@ -11,4 +11,5 @@ The pieces, each reusable by any benchmark (drain check cost, detection latency,
   (`tracemalloc`, in a run of its own) and peak RSS growth, over repeated runs within a time budget;
 * `meter.Traffic`: requests and bytes, read from the lab and subtracted;
 * `report`: ratios (baseline / candidate), number formatting, Markdown tables, the machine's description.
+* `held.held_trainjob`: the held TrainJob with one Terminating pod whose drain the latency benchmarks time.
 """
