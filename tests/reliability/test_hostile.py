@@ -146,7 +146,6 @@ def test_pods_kueue_failure_recovery_marked_failed_block_until_the_node_is_cease
     do(world, Step.of("advance", seconds=5))
     assert overlaps(world) == []
     assert world.violations == []
-    assert world.violations == []
 
 
 def test_a_runtime_that_opts_pods_into_failure_recovery_is_refused(world: World) -> None:
