@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from airflow_provider_dispatch.dispatch import vocabulary as v
+from airflow_provider_dispatch.dispatch.nodes import NodeRead, node_state
 
 Key = tuple[str, str]
 
@@ -56,13 +57,12 @@ class WaitingIndex:
         return {key for key, w in self._waiters.items() if node in w.nodes}
 
 
-def node_signature(node: Mapping[str, Any] | None) -> tuple[str | None, bool]:
-    """What of a Node can change the drain check's verdict: its Ready status and the out-of-service taint."""
-    if node is None:
-        return (None, False)
-    ready = v.field(v.condition(node, v.CONDITION_READY), "status")
-    taints = v.object_list(node, "spec", "taints")
-    return (ready if isinstance(ready, str) else "", any(t.get("key") == v.TAINT_OUT_OF_SERVICE for t in taints))
+def node_signature(node: Mapping[str, Any] | None) -> str:
+    """What of a Node can change the drain check's verdict (`NodeState.change_key`, the one the triggers compare
+    too): its Ready status and for how long it has reported it (fencing.py: a node back from a partition), the
+    out-of-service taint; a deleted Node (None) is gone."""
+    name = v.name_of(node) or "(deleted)"
+    return node_state(name, NodeRead.GONE if node is None else node).change_key
 
 
 __all__ = ["WaitingIndex", "node_signature"]

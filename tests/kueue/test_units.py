@@ -321,14 +321,20 @@ def test_pod_and_node_events_find_the_waiting_workloads() -> None:
     index.clear(("ml", "wl-1"))
     assert index.all() == {("ml", "wl-2")}
 
-    ready = {"status": {"conditions": [{"type": "Ready", "status": "True"}]}, "spec": {}}
+    condition = {"type": "Ready", "status": "True", "lastTransitionTime": "2026-12-04T10:00:00Z"}
+    ready = {"metadata": {"name": "n1"}, "status": {"conditions": [condition]}, "spec": {}}
+    ready["status"]["conditions"][0]["lastHeartbeatTime"] = "2026-12-04T10:00:00Z"
     tainted = copy.deepcopy(ready)
     tainted["spec"]["taints"] = [{"key": v.TAINT_OUT_OF_SERVICE, "effect": "NoExecute"}]
-    heartbeat = copy.deepcopy(ready)
-    heartbeat["status"]["conditions"][0]["lastHeartbeatTime"] = "later"
-    assert node_signature(ready) == node_signature(heartbeat)  # heartbeats are not news
+    reported = copy.deepcopy(ready)
+    reported["status"]["conditions"][0]["lastHeartbeatTime"] = "2026-12-04T10:05:00Z"
+    other = copy.deepcopy(ready)
+    other["status"]["conditions"][0]["reason"] = "KubeletReady"
+    assert node_signature(ready) == node_signature(other)  # what the verdict does not read is not news
+    # a status report is: how long a node back from a partition has been Ready decides a vanished pod (fencing.py)
+    assert node_signature(ready) != node_signature(reported)
     assert node_signature(ready) != node_signature(tainted)
-    assert node_signature(None) == (None, False)
+    assert node_signature(None) == "gone"
 
 
 def test_log_lines_are_json_with_the_extra_fields() -> None:
