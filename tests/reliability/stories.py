@@ -45,10 +45,13 @@ def _started(rng: random.Random, obj: int = STORY_OBJECT) -> list[Step]:
     return [_release(rng, obj), Step.of("advance", seconds=5)]
 
 
-def _look(rng: random.Random, obj: int = STORY_OBJECT, rjob: str | None = None) -> tuple[int, int, str | None]:
+def _look(
+    rng: random.Random, obj: int = STORY_OBJECT, rjob: str | None = None, *, newest: bool = False
+) -> tuple[int, int, str | None, bool]:
     """The `focus` of a story's first step about one pod: which running process of TrainJob `obj` (of replicated
-    job `rjob`) the story is about, resolved by the world (`World.look`); the steps after it say `focus=True`."""
-    return (obj, rng.randrange(16), rjob)
+    job `rjob`; with `newest`, the one that started last) the story is about, resolved by the world
+    (`World.look`); the steps after it say `focus=True`."""
+    return (obj, rng.randrange(16), rjob, newest)
 
 
 def _release(rng: random.Random, obj: int = STORY_OBJECT) -> Step:
@@ -177,6 +180,82 @@ def story_slow_stop_relabelled_after_the_hold(rng: random.Random) -> list[Step]:
     ]
 
 
+#: lab seconds after a process failed until its JobSet's restart has started creating the Job again: the Job
+#: controller fails the Job at once (`backoffLimit: 0`), JobSet deletes it and waits until its pods are gone (in a
+#: world whose processes stop within 8 s of SIGTERM, a story parameter), then creates it; the creation, held,
+#: must still be in flight at the hold and the release that follow (the API server answers it 504 after 60 s)
+RESTARTED = 50
+
+#: lab seconds after which every Ready node's kubelet has reported Ready for longer than a pod's grace plus 60 s
+#: (`nodes.ready_for` grows only with the kubelet's status reports, every 5 minutes while nothing changes): the
+#: lab's nodes have just booted where a cluster's have been up for long, and until then a pod of a held execution
+#: that its Job deleted on a Ready node blocks as if its node had just returned (fencing.py); also long enough for
+#: PodGC to delete the pods of a fenced node. Every story starts after it (`tell_story`)
+NODES_LONG_READY = 320
+
+
+def _created_across_the_hold(rng: random.Random, variant: str) -> list[Step]:
+    """Part 3 of `story_in_flight_across_the_hold`: the pod whose creation lands after the hold loses the labels
+    of `variant` (`relabel`, schedule.RELABEL_VARIANTS)."""
+    return [
+        Step.of("advance", seconds=NODES_LONG_READY),
+        Step.of("delay", target="job:create-pods", steps=2),  # caught by the release, landing after the hold
+        _release(rng),
+        _hold(rng),
+        Step.of("relabel", obj=STORY_OBJECT, pick=0, variant=variant, focus=_look(rng, newest=True)),
+        # a hung machine: the Job controller deleted the pod when it landed, and a partitioned kubelet would stop
+        # its process within its grace all the same
+        Step.of("freeze", focus=True),
+        *_released_after_the_settle(rng),
+        _fenced(rng),
+    ]
+
+
+def _restarted_across_the_hold(rng: random.Random, target: str) -> list[Step]:
+    """One restart of `story_in_flight_across_the_hold`: a write of the restart held (`delay target`) across a hold
+    and a release at once."""
+    return [
+        # running (again: the retry of a release refused while the previous hold settled), and for long, so that
+        # the settle's shortcut may apply to the hold
+        _release(rng),
+        Step.of("advance", seconds=PAST_THE_SETTLE),
+        _release(rng),
+        Step.of("advance", seconds=PAST_THE_SETTLE),
+        Step.of("delay", target=target, steps=3),  # caught by the restart, landing after the release
+        Step.of("fail", obj=STORY_OBJECT, pick=rng.randrange(16)),
+        Step.of("advance", seconds=RESTARTED),
+        _hold(rng),
+        _release(rng),
+        Step.of("advance", seconds=5),
+    ]
+
+
+def story_in_flight_across_the_hold(rng: random.Random) -> list[Step]:
+    """Writes a controller started before it saw the hold, landing after it (issue 15 class 2; DESIGN §3.5). In a
+    world whose JobSet restarts a failed Job (its failure policy, `restartStrategy: BlockingRecreate`: the Jobs
+    are deleted, their pods awaited, then the Jobs created again), whose TrainJob has one replicated job, and
+    whose processes stop within 8 s (story parameters):
+
+    1. a long-running execution's process fails, and JobSet's creation of the restarted Job is slow in the API
+       server (a slow admission webhook, API Priority and Fairness queueing); meanwhile a DAG holds the TrainJob
+       and releases it at once (the Job does not exist yet);
+    2. the same with the Job controller's creation of the restarted Job's pods slow instead (the Job is there and
+       suspended by JobSet, but the Job controller, still in the sync that creates them, has not acted on it:
+       `job_controller.go` `syncJob` runs one sync of a Job at a time);
+    3. twice (once for each selection, so that one telling exercises both), a release whose pod creation is slow,
+       and a hold at once: the pod lands after the hold recorded the execution's pods. A person notices the pod
+       that appeared after the hold and removes labels from it to look at it (`kubectl label pod ...
+       jobset.sigs.k8s.io/jobset-name-`, or dispatch's job-id, submission and admission labels); its machine
+       hangs (`freeze`), and a release follows after the settle, before the operator fenced the node."""
+    first, second = rng.sample(("jobset", "dispatch"), 2)
+    return [
+        *_restarted_across_the_hold(rng, "jobset:create-jobs"),
+        *_restarted_across_the_hold(rng, "job:create-pods"),
+        *_created_across_the_hold(rng, first),
+        *_created_across_the_hold(rng, second),
+    ]
+
+
 def story_partitioned_on_an_upstream_runtime(rng: random.Random) -> list[Step]:
     """Hazard H1 (issue 15 class 5), in a world whose last TrainJob runs on a runtime with upstream's
     `podReplacementPolicy` and no failure policy (story parameters): its releases, which the runtime policy must
@@ -222,6 +301,7 @@ SLOW_STOP_SECONDS = 120
 #: any run of that many consecutive seeds tells every story once
 STORIES: Mapping[str, Callable[[random.Random], list[Step]]] = {
     "stuck-pod-force-deleted": story_stuck_pod_force_deleted,
+    "in-flight-across-the-hold": story_in_flight_across_the_hold,
     "suspended-outside-then-held": story_suspended_outside_then_held,
     "relabelled-then-silent": story_relabelled_then_silent,
     "failure-recovery": story_failure_recovery,
@@ -231,6 +311,7 @@ STORIES: Mapping[str, Callable[[random.Random], list[Step]]] = {
 }
 #: world parameters a story needs (world_parameters draws grace_seconds 30 for every world)
 STORY_PARAMETERS: Mapping[str, Mapping[str, Any]] = {
+    "in-flight-across-the-hold": {"failure_policy": True, "replicated_jobs": 1, "termination_seconds": 8},
     "slow-stop-relabelled-after-the-hold": {"grace_seconds": LONG_GRACE},
     "partitioned-on-an-upstream-runtime": {"unsafe_object": True, "unsafe_risk": "pod-replacement"},
     "restarted-beside-a-lost-node": {
@@ -260,9 +341,17 @@ def story_parameters(seed: int, profile: Profile) -> dict[str, Any]:
 def tell_story(seed: int, steps: list[Step], profile: Profile) -> list[Step]:
     """`steps` with the seed's story inserted, whole, right after the opening steps (where its TrainJob was just
     opened on Ready nodes, so that its preconditions hold; the drawn steps then act on the world it leaves), then
-    a `templated_name`; unchanged when the profile tells no stories."""
+    a `templated_name`; unchanged when the profile tells no stories. The story starts after `NODES_LONG_READY`
+    seconds, when the lab's nodes look like a cluster's that have been up for long: a release after the settle
+    that a story tells is then refused only for what its story did, not because every node just booted."""
     if not profile.stories:
         return steps
     name, rng = story_of(seed)
     at = profile.objects
-    return [*steps[:at], *STORIES[name](rng), templated_name(rng), *steps[at:]]
+    return [
+        *steps[:at],
+        Step.of("advance", seconds=NODES_LONG_READY),
+        *STORIES[name](rng),
+        templated_name(rng),
+        *steps[at:],
+    ]

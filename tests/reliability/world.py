@@ -895,17 +895,20 @@ class World:
             return pods
         return [pods[int(step.get("pick", 0)) % len(pods)]]
 
-    def look(self, obj: int, pick: int, rjob: str | None = None) -> bool:
-        """The process a story is about: a running one of object `obj` (of replicated job `rjob`, when given);
+    def look(self, obj: int, pick: int, rjob: str | None = None, newest: bool = False) -> bool:
+        """The process a story is about: a running one of object `obj` (of replicated job `rjob`, when given),
+        with `newest` the one that started last (a pod that appeared after the hold stands out to a person);
         the story's steps with `focus` act on it (its pod, its node), as a person acts on the pod they look at
         (stories.py). None when nothing runs: those steps are then skipped."""
         running = [p for p in self._running(self.objects[obj % len(self.objects)], rjob) if p.pod]
+        if newest and running:
+            running = [max(running, key=lambda p: (p.start, p.serial))]
         self.focus = running[pick % len(running)] if running else None
         return self.focus is not None
 
     def rule_focus(self, step: Step, outcomes: list[Outcome]) -> bool:
         """No cluster action: `look` at a running process of the object (saved schedules name it so)."""
-        return self.look(int(step.get("obj", 0)), int(step.get("pick", 0)), step.get("rjob"))
+        return self.look(int(step.get("obj", 0)), int(step.get("pick", 0)), step.get("rjob"), bool(step.get("newest")))
 
     def rule_relabel(self, step: Step, outcomes: list[Outcome]) -> bool:
         """A person removes labels from one of the object's pods (to take it out of its controller and look at
