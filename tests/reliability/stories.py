@@ -187,10 +187,12 @@ def story_slow_stop_relabelled_after_the_hold(rng: random.Random) -> list[Step]:
 RESTARTED = 50
 
 #: lab seconds after which every Ready node's kubelet has reported Ready for longer than a pod's grace plus 60 s
-#: (`nodes.ready_for` grows only with the kubelet's status reports, every 5 minutes while nothing changes): the
-#: lab's nodes have just booted where a cluster's have been up for long, and until then a pod of a held execution
-#: that its Job deleted on a Ready node blocks as if its node had just returned (fencing.py); also long enough for
-#: PodGC to delete the pods of a fenced node. Every story starts after it (`tell_story`)
+#: (`nodes.ready_for` grows only with the kubelet's status reports, every 5 minutes while nothing changes); also
+#: long enough for PodGC to delete the pods of a fenced node. Every story starts after it (`tell_story`). It was
+#: written when any node Ready for less than that kept a vanished pod blocking; since the record keeps each node's
+#: Ready transition (fencing.py), a node Ready throughout since the hold confirms at once, and the wait matters
+#: only for a node the drawn steps took away and brought back. The mutation table is measured with it; how many
+#: mutants the stories kill without it was not measured
 NODES_LONG_READY = 320
 
 
