@@ -17,11 +17,12 @@ Decisions recorded here:
   ceased.
 * `NodeState.ready_for` is how long the node's kubelet has reported `Ready=True`, by the kubelet's own clock:
   the Ready condition's `lastHeartbeatTime` minus its `lastTransitionTime`. The kubelet writes both from one
-  clock in one status report (`kubelet_node_status.go` `setNodeReadyCondition`: the transition time changes
-  only when the status does), so the difference is free of any skew between the kubelet and the reader; it
-  lags the truth by up to one report (`nodeStatusReportFrequency`, 5 minutes, while nothing changes), which
-  only makes it smaller. None when the node is not Ready or either time is missing. fencing.py needs it: a
-  node that just came back has not yet stopped what was deleted while it was away.
+  clock in one status report (`pkg/kubelet/nodestatus/setters.go` `ReadyCondition`: the heartbeat is the
+  report's time, the transition time is kept unless the status changes), so the difference is free of any
+  skew between the kubelet and the reader; it lags the truth by up to one report (`nodeStatusReportFrequency`,
+  5 minutes, while nothing changes), which only makes it smaller. None when the node is not Ready or either
+  time is missing. fencing.py needs it: a node that just came back has not yet stopped what was deleted while
+  it was away.
 * A pod with no `spec.nodeName` was never scheduled and runs nothing (DESIGN §4): its state is `not scheduled`
   and it counts as ceased. It still *remains* for the drain check (blocking.py): it could still be bound to a
   node, so release waits until it is deleted.
