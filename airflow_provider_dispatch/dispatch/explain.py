@@ -175,7 +175,11 @@ def _ready_node(node: NodeState, pods: Sequence[RemainingPod], now: datetime | N
 def _returned_node(node: NodeState, vanished: Sequence[RemainingPod], room: int | None) -> str:
     """A recorded pod whose object is gone, on a node Ready for too short a time: had the node been away when the
     pod was deleted, its kubelet stops it only once it relists its pods, within the grace it knew (fencing.py)."""
-    grace = max(p.deletion_grace_period_seconds or DEFAULT_GRACE_SECONDS for p in vanished)
+    # fencing gives each vanished pod its node's recorded grace, which may be 0 (`terminationGracePeriodSeconds: 0`)
+    grace = max(
+        DEFAULT_GRACE_SECONDS if p.deletion_grace_period_seconds is None else p.deletion_grace_period_seconds
+        for p in vanished
+    )
     needed = confirming_seconds(grace)
     since = "no heartbeat time yet" if node.ready_for is None else f"{int(node.ready_for)}s so far"
     return (

@@ -225,3 +225,14 @@ def test_a_pod_deleted_while_its_node_was_away_waits_for_the_node_to_be_back_lon
         "pod p-0 on n1 (Ready=True): nothing to do: wait until the node has been Ready long enough for its "
         "kubelet to have stopped them"
     )
+
+
+def test_a_recorded_grace_of_zero_is_explained_as_the_rule_counts_it() -> None:
+    """A pod whose spec sets `terminationGracePeriodSeconds: 0` is recorded with grace 0: the rule then waits the
+    margin alone (60 s), and the text says so rather than the API's default grace."""
+    pods = vanished_pods(
+        ExecutionPods(1, {"n1": ("p-0",)}, grace={"n1": 0}), "ml", [], (), {"n1": node("n1", ready_for=12)}
+    )
+    (hint,) = explain.unblock_hints(pods, now=NOW)
+    assert "within the pod's grace period (0s)" in hint
+    assert "has reported Ready for 60s" in hint
