@@ -27,17 +27,35 @@ issue). So the hold of execution A is observed when all of this holds:
    run inside it), so a write a controller started before it saw the hold lands within that time of the hold
    reaching it, or never. dispatch records the hold (fencing.py) with the API server's time, and waits until
    the hold is `settle_seconds` old (90 s by default: the 60 s timeout plus 30 s for the controllers to see the
-   hold). One exception needs no wait: when dispatch itself started the execution (its admitting write) at least
-   `settle_seconds` before the hold, every write that start set off has landed, and each Job that was resumed
-   for this execution shows that the Job controller acted on the hold after it recorded the start (its
-   `status.startTime` is set, which JobSet clears when it resumes a Job and the Job controller sets when it acts
-   on the resume, and its `Suspended` condition is True, which the Job controller writes only in a later sync:
-   `job_controller.go` `syncJob`; a sync starts only after the previous one returned, so a creation of an
-   earlier sync has landed or failed). A never-admitted object (A = 0) has no writes of its own in flight.
+   hold). The hold reaches the controllers in a chain (Trainer suspends the JobSet, JobSet suspends the Jobs),
+   and a link can be late (Trainer's apply answered 504 and retried): JobSet sees the hold only once its JobSet
+   is suspended, and may resume a Job from its older view until then. So the wait counts from the latest change
+   of the JobSet's or a Job's spec, when that is later than the record: the newest `time` of their managedFields
+   entries outside `/status`, which the API server writes (`spec_changed_at`). A change there for another reason
+   only makes the wait longer.
+   One exception needs no wait: when dispatch itself started the execution (its admitting write) at least
+   `settle_seconds` before the hold, and every Job shows that each controller's writes for this execution
+   landed before the controller acted on the hold. That is, every Job is finished, or:
+   - JobSet resumed it for this execution (its pod template carries this execution's admission label, which
+     JobSet's `resumeJob` merges in with `spec.suspend: false` in one write) and has suspended it since. JobSet
+     reconciles one JobSet at a time (`workqueue`: a key being processed is not handed out again), so a resume
+     still in flight would have kept it from writing the suspension;
+   - and the Job controller acted on the hold after it recorded the start: its `status.startTime` is set (JobSet
+     clears it when it resumes a Job, the Job controller sets it when it acts on the resume), and its `Suspended`
+     condition is True, which the Job controller writes only in a later sync (`job_controller.go` `syncJob`; a
+     sync starts only after the previous one returned, so a creation of an earlier sync has landed or failed).
+   The time since the start alone proves nothing: a controller whose writes keep failing (API Priority and
+   Fairness queueing them to 504, a webhook down) retries them from its view for as long as that view shows the
+   execution running, so a JobSet resume built before the hold may land after it however old the start is. A
+   Job still suspended from before this execution, with an earlier execution's label, is such a case: the settle
+   applies. A never-admitted object (A = 0) has no writes of its own in flight.
 
 What stays outside: a controller whose view lags the hold by more than 30 s and then starts a write (the bound
 assumes controllers see an update within that time), and a write the API server finishes after it answered
 504 (its handler context is cancelled, so the storage write is abandoned unless it was already sent to etcd).
+Trainer is the exception to the first: an apply it built from an older TrainJob state, however late it is sent
+(its process paused), lands before Trainer applies the hold of this execution, since Trainer reconciles one
+TrainJob at a time, and 2 waits for that.
 """
 
 from __future__ import annotations
@@ -57,6 +75,7 @@ from airflow_provider_dispatch.dispatch.vocabulary import (
     name_of,
     namespace_of,
     object_list,
+    parse_time,
     string_map,
     uid_of,
 )
@@ -144,24 +163,57 @@ def job_controller_acted(job: Mapping[str, Any]) -> bool:
     return field_of(job, "status", "startTime") is not None and condition_is_true(job, CONDITION_SUSPENDED)
 
 
-def settles_at(record: ExecutionPods | None, settle_seconds: float) -> datetime | None:
-    """When the recorded hold is old enough that no write from before it can land (module docstring, 4)."""
+def spec_changed_at(obj: Mapping[str, Any] | None) -> datetime | None:
+    """When the object's spec or metadata last changed, on the API server's clock: the newest `time` of its
+    managedFields entries outside `/status` (the API server sets an entry's time at each write of its manager
+    that changed a field: `managedfieldsupdater.go`). None when no entry has a time."""
+    if obj is None:
+        return None
+    newest: datetime | None = None
+    for entry in object_list(obj, "metadata", "managedFields"):
+        if entry.get("subresource") == "status":
+            continue
+        at = parse_time(entry.get("time"))
+        if at is None:
+            continue
+        if newest is None or at > newest:
+            newest = at
+    return newest
+
+
+def hold_reached(evidence: HoldEvidence) -> datetime | None:
+    """The latest time the JobSet's or a Job's spec changed (`spec_changed_at`): no sooner than when the hold
+    reached the last of them, so the controllers that act on them saw it no sooner either (module docstring, 4)."""
+    times = [spec_changed_at(evidence.jobset), *(spec_changed_at(job) for job in evidence.jobs.values())]
+    known = [at for at in times if at is not None]
+    return max(known) if known else None
+
+
+def settles_at(record: ExecutionPods | None, settle_seconds: float, reached: datetime | None = None) -> datetime | None:
+    """When the recorded hold is old enough that no write from before it can land (module docstring, 4):
+    `settle_seconds` after the record, or after the hold `reached` the JobSet and the Jobs when that was later."""
     if record is None or record.since is None:
         return None
-    return record.since + timedelta(seconds=settle_seconds)
+    start = record.since if reached is None or reached <= record.since else reached
+    return start + timedelta(seconds=settle_seconds)
 
 
 def _shortcut(record: ExecutionPods, evidence: HoldEvidence, admission: int) -> bool:
-    """dispatch started this execution long before the hold, and every Job resumed for it shows the Job
-    controller acted on the hold (module docstring, 4)."""
+    """dispatch started this execution long before the hold, and every Job is finished or shows that JobSet
+    resumed it for this execution and the Job controller acted on the hold (module docstring, 4)."""
     if record.started is None or record.since is None:
         return False
     if (record.since - record.started).total_seconds() < evidence.settle_seconds:
         return False
-    return all(
-        job is None or job_finished(job) or not resumed_for(job, admission) or job_controller_acted(job)
-        for job in evidence.jobs.values()
-    )
+    return all(_acted_on_the_hold(job, admission) for job in evidence.jobs.values())
+
+
+def _acted_on_the_hold(job: Mapping[str, Any] | None, admission: int) -> bool:
+    if job is None:
+        return False
+    if job_finished(job):
+        return True
+    return resumed_for(job, admission) and job_controller_acted(job)
 
 
 @dataclass(frozen=True)
@@ -192,14 +244,21 @@ def _settling(trainjob: Mapping[str, Any], evidence: HoldEvidence, admission: in
     record = evidence.record
     if admission == 0 or record is None or _shortcut(record, evidence, admission):
         return None
-    until = settles_at(record, evidence.settle_seconds)
+    reached = hold_reached(evidence)
+    until = settles_at(record, evidence.settle_seconds, reached)
     now = evidence.server_now
     if until is None or (now is not None and now >= until):
         return None
     left = evidence.settle_seconds if now is None else (until - now).total_seconds()
+    late = ""
+    if reached is not None and record.since is not None and reached > record.since:
+        late = (
+            f", counted from {reached.strftime('%Y-%m-%dT%H:%M:%SZ')}, when its JobSet or a Job last changed "
+            "(the hold reached them after it was recorded)"
+        )
     return NotObserved(
-        f"the hold of TrainJob {ref} settles until {until.strftime('%Y-%m-%dT%H:%M:%SZ')} ({left:.0f} s more): a "
-        "pod creation or another write a controller started before it saw the hold may still land until then "
+        f"the hold of TrainJob {ref} settles until {until.strftime('%Y-%m-%dT%H:%M:%SZ')} ({left:.0f} s more{late}): "
+        "a pod creation or another write a controller started before it saw the hold may still land until then "
         "(the API server's request timeout plus the time controllers take to see the hold, "
         f"{evidence.settle_seconds:g} s)",
         seconds_left=left,
@@ -260,9 +319,11 @@ __all__ = [
     "NotObserved",
     "expected_job_names",
     "hold_not_observed",
+    "hold_reached",
     "job_controller_acted",
     "job_finished",
     "judge_hold",
     "resumed_for",
     "settles_at",
+    "spec_changed_at",
 ]

@@ -14,6 +14,7 @@ passes `finalizers`).
 from __future__ import annotations
 
 import copy
+import json
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -121,6 +122,24 @@ class Cluster:
         state for `ready_for` seconds. A JSON merge patch replaces the list as a whole (None removes it)."""
         conditions = None if ready is None else [ready_condition(ready, ready_for)]
         self.merge_patch(f"/api/v1/nodes/{node}/status", {"status": {"conditions": conditions}})
+
+    def get(self, path: str) -> Obj | None:
+        """The object at `path`, or None when there is none (404)."""
+        try:
+            response = self.api.call_api(
+                path,
+                "GET",
+                header_params={"Accept": "application/json"},
+                auth_settings=["BearerToken"],
+                _preload_content=False,
+            )
+        except ApiException as error:
+            if error.status == 404:
+                return None
+            raise
+        found: Obj = json.loads(response.data)
+        response.release_conn()
+        return found
 
     def merge_patch(self, path: str, body: Mapping[str, Any]) -> None:
         response = self.api.call_api(
@@ -481,6 +500,23 @@ class Cluster:
             {"metadata": {"annotations": {v.ANNOTATION_EXECUTION_PODS: made.to_annotation()}}},
             _content_type=MERGE_PATCH,
         )
+        self._suspended_before(name, since)
+
+    def _suspended_before(self, name: str, since: str) -> None:
+        """The JobSet `name` and its Jobs were last changed (suspended) no later than the hold at `since`, as
+        in a cluster where the hold reached them long ago: each managedFields entry's time is written back to
+        `since` (a merge patch of `metadata.managedFields` alone, which the API server stores as sent). The
+        settle counts from the last change of their spec when that is later than the record (evidence.py)."""
+        batch = kubernetes.client.BatchV1Api(self.api)
+        jobs = batch.list_namespaced_job(self.namespace, label_selector=f"{v.LABEL_JOBSET_NAME}={name}").items
+        paths = [f"/apis/{v.JOBSET.group}/{v.JOBSET.version}/namespaces/{self.namespace}/jobsets/{name}"]
+        paths += [f"/apis/batch/v1/namespaces/{self.namespace}/jobs/{job.metadata.name}" for job in jobs]
+        for path in paths:
+            current = self.get(path)
+            if current is None:
+                continue
+            entries = [{**entry, "time": since} for entry in current["metadata"].get("managedFields") or []]
+            self.merge_patch(path, {"metadata": {"managedFields": entries}})
 
     # --- reading back ----------------------------------------------------------------------------------------
 

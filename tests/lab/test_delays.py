@@ -90,6 +90,25 @@ def test_past_the_request_timeout_a_held_write_is_answered_504_and_not_applied(l
     assert [r.outcome for r in delays.requests] == ["timed out"]
 
 
+def test_a_request_held_before_the_server_has_no_request_timeout(lab: Lab, delays: RequestDelays) -> None:
+    """A client paused after it built the request (`before_the_server`): the server has not received it, so no
+    deadline runs; released minutes later, it is carried out as it was built."""
+    slow, other = _client(lab, AGENT), _client(lab, "someone-else/1.0")
+    rule = DelayRule(AGENT, frozenset({"create"}), frozenset({"namespaces"}), before_the_server=True)
+    lab.call(lambda: delays.add(rule))
+    thread, result = _in_thread(lambda: slow.create_namespace({"metadata": {"name": "paused"}}))
+    _held(lab, delays, 1)
+    lab.call(lambda: lab.clock.advance(10 * REQUEST_TIMEOUT_SECONDS))
+    assert [r.outcome for r in delays.requests] == ["held"]
+    assert "paused" not in [n.metadata.name for n in other.list_namespace().items]
+    assert lab.call(lambda: delays.release(rule)) == 1
+    thread.join(10)
+    assert result, "the paused write never answered"
+    assert not isinstance(result[0], ApiException), result
+    assert other.read_namespace("paused").metadata.name == "paused"
+    assert [r.outcome for r in delays.requests] == ["released"]
+
+
 def test_a_rule_catches_only_its_count_of_matching_requests(lab: Lab, delays: RequestDelays) -> None:
     slow = _client(lab, AGENT)
     rule = DelayRule(AGENT, frozenset({"create"}), frozenset({"namespaces"}), count=1)

@@ -176,9 +176,25 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "settle-shortcut-needs-the-job-controller",
         "dispatch/evidence.py",
-        "job is None or job_finished(job) or not resumed_for(job, admission) or job_controller_acted(job)",
-        "True",
+        "return resumed_for(job, admission) and job_controller_acted(job)",
+        "return resumed_for(job, admission)",
         "the settle is skipped only where each Job shows the Job controller acted on the hold (evidence.py)",
+    ),
+    Mutant(
+        "settle-from-the-hold-reaching-the-jobs",
+        "dispatch/evidence.py",
+        "reached = hold_reached(evidence)",
+        "reached = None",
+        "a hold that reached the JobSet late leaves JobSet's writes from its older view in flight until the settle "
+        "counted from then (evidence.py)",
+    ),
+    Mutant(
+        "settle-shortcut-needs-the-resume",
+        "dispatch/evidence.py",
+        "return resumed_for(job, admission) and job_controller_acted(job)",
+        "return not resumed_for(job, admission) or job_controller_acted(job)",
+        "a Job still suspended from an earlier hold may have JobSet's resume for this execution in flight, "
+        "however long ago the execution started (evidence.py)",
     ),
     # --- cessation ---------------------------------------------------------------------------------------------
     Mutant(

@@ -75,10 +75,8 @@ STOPPED = 35
 
 def _fenced(rng: random.Random) -> Step:
     """The operator's procedure for the silent node (machine off, then the out-of-service taint: k8s-apis §5.4).
-    It ends the stories that leave pods on a silent node: a partition that heals instead returns a kubelet that
-    stops them only then, within their grace, which dispatch cannot see once their objects were force-deleted
-    (docs/reliability.md, what a person with rights over pods can still do;
-    `schedules/outside/force-deleted-then-node-returned.json`)."""
+    It ends the stories that leave pods on a silent node, so that the drawn steps after them start from a world
+    whose processes have stopped (`stuck-pod-force-deleted` lets the node return instead)."""
     return Step.of("fence", focus=True, effect=rng.choice(FENCE_EFFECTS))
 
 
@@ -95,11 +93,21 @@ def _released_after_the_settle(rng: random.Random, waited: int = 0) -> list[Step
     ]
 
 
+#: lab seconds between a silent node's return and the release a story makes then: the kubelet's first status
+#: report after the partition (every 10 s) has marked the node Ready again, and its relist has not yet stopped the
+#: processes of the pods it finds deleted (it gives them their grace, 30 s in the model's worlds)
+JUST_RETURNED = 10
+
+
 def story_stuck_pod_force_deleted(rng: random.Random) -> list[Step]:
     """The usual end of a pod stuck Terminating on a node that went silent: after the hold, a person
     force-deletes it (`kubectl delete pod --grace-period=0 --force`, the documented way out for a pod on an
     unreachable node; Kubernetes task "Force Delete StatefulSet Pods"), and a release follows after the settle,
-    before the operator fenced the node. The process runs on behind the silent node."""
+    before the operator fenced the node. The process runs on behind the silent node. Then the node comes back
+    (the partition heals, or the hung machine resumes) instead of being fenced, and a release follows as soon as
+    it is Ready: its kubelet learns of the force deletion only when it relists its pods, and stops the process
+    within the pod's grace then (`kubelet.go` `HandlePodRemoves`; fencing.py, the returned node), so a release
+    that took the vanished pod as ended because its node is Ready again would admit beside it."""
     return [
         *_started(rng),
         _silent(rng, _look(rng)),
@@ -107,7 +115,10 @@ def story_stuck_pod_force_deleted(rng: random.Random) -> list[Step]:
         Step.of("advance", seconds=NODE_MARKED_NOT_READY),
         Step.of("force_delete_stuck", obj=STORY_OBJECT, pick=0, focus=True, seen=True),
         *_released_after_the_settle(rng, waited=NODE_MARKED_NOT_READY),
-        _fenced(rng),
+        Step.of("recover", focus=True),
+        Step.of("advance", seconds=JUST_RETURNED),
+        _release(rng),
+        Step.of("advance", seconds=STOPPED),
     ]
 
 
@@ -186,21 +197,17 @@ def story_slow_stop_relabelled_after_the_hold(rng: random.Random) -> list[Step]:
 #: must still be in flight at the hold and the release that follow (the API server answers it 504 after 60 s)
 RESTARTED = 50
 
-#: lab seconds after which every Ready node's kubelet has reported Ready for longer than a pod's grace plus 60 s
-#: (`nodes.ready_for` grows only with the kubelet's status reports, every 5 minutes while nothing changes); also
-#: long enough for PodGC to delete the pods of a fenced node. Every story starts after it (`tell_story`). It was
-#: written when any node Ready for less than that kept a vanished pod blocking; since the record keeps each node's
-#: Ready transition (fencing.py), a node Ready throughout since the hold confirms at once, and the wait matters
-#: only for a node the drawn steps took away and brought back. The mutation table is measured with it; how many
-#: mutants the stories kill without it was not measured
-NODES_LONG_READY = 320
+#: lab seconds part 5 of `in-flight-across-the-hold` lets pass before its release: past the settle of the hold
+#: before it, and long enough for PodGC to delete the pods of the node the first telling fenced (its out-of-service
+#: taint; PodGC runs every 20 s), so that the release is refused only for what this telling does
+BEFORE_THE_CREATION = 120
 
 
 def _created_across_the_hold(rng: random.Random, variant: str) -> list[Step]:
-    """Part 3 of `story_in_flight_across_the_hold`: the pod whose creation lands after the hold loses the labels
+    """Part 5 of `story_in_flight_across_the_hold`: the pod whose creation lands after the hold loses the labels
     of `variant` (`relabel`, schedule.RELABEL_VARIANTS)."""
     return [
-        Step.of("advance", seconds=NODES_LONG_READY),
+        Step.of("advance", seconds=BEFORE_THE_CREATION),
         Step.of("delay", target="job:create-pods", steps=2),  # caught by the release, landing after the hold
         _release(rng),
         _hold(rng),
@@ -232,6 +239,72 @@ def _restarted_across_the_hold(rng: random.Random, target: str) -> list[Step]:
     ]
 
 
+#: steps a paused Trainer apply stays unsent (`_applied_after_the_next_hold`): across the hold, the settle and the
+#: release after it, landing at the step after that release
+PAUSED_STEPS = 4
+
+
+def _applied_after_the_next_hold(rng: random.Random) -> list[Step]:
+    """Part 3 of `story_in_flight_across_the_hold`: a held, settled execution is released, and Trainer's apply of
+    that release is built and then not sent for minutes (its process paused: `delay trainer:apply-paused`, which
+    no request timeout ends); a hold follows at once, and a release after the settle. Trainer reconciles one
+    TrainJob at a time (`workqueue`: a key being processed is not handed out again), so it applies nothing of the
+    hold meanwhile: the TrainJob's `Suspended` condition, the suspended JobSet and its suspended Jobs are all the
+    earlier hold's, and only the JobSet's admission label shows it (evidence.py, 2). The paused apply then lands
+    and resumes the JobSet with the released execution's label."""
+    return [
+        _release(rng),
+        Step.of("advance", seconds=PAST_THE_SETTLE),
+        _release(rng),  # running again (the retry of the release refused while part 2's hold settled)
+        Step.of("advance", seconds=5),
+        _hold(rng),
+        Step.of("advance", seconds=PAST_THE_SETTLE),
+        Step.of("delay", target="trainer:apply-paused", steps=PAUSED_STEPS),  # caught by the release's apply
+        _release(rng),
+        _hold(rng),
+        Step.of("advance", seconds=PAST_THE_SETTLE),
+        _release(rng),
+        Step.of("advance", seconds=5),
+    ]
+
+
+#: steps a `stall jobset` lasts in `_resumed_across_the_hold`: from the release to two steps after the last release
+RESUME_STALL_STEPS = 12
+
+
+def _resumed_across_the_hold(rng: random.Random) -> list[Step]:
+    """Part 4 of `story_in_flight_across_the_hold`: a held, settled execution is released while JobSet's writes
+    queue in the API server (`stall jobset`: API Priority and Fairness, a slow webhook; each answered 504 after
+    60 s and retried from JobSet's view, which still shows the JobSet running), so its resume of the Jobs stays in
+    flight. More than the settle later the TrainJob is held, and Trainer's apply of the hold is answered 504 twice
+    (`delay trainer:apply`; Trainer writes the `Suspended` condition after the first all the same, as upstream
+    does), so the hold reaches the JobSet 120 s after it was recorded. A release comes while the JobSet still
+    runs (evidence.py, 2: the JobSet's own suspension), and another just after it was suspended (evidence.py, 4:
+    the settle counts from then, and the shortcut needs each Job resumed for this execution: they are still
+    suspended from the earlier hold). JobSet's resume, built before it saw the suspension, then lands."""
+    return [
+        _release(rng),
+        Step.of("advance", seconds=PAST_THE_SETTLE),
+        _release(rng),  # running again (the retry of the release refused while part 3's hold settled)
+        Step.of("advance", seconds=5),
+        _hold(rng),
+        Step.of("advance", seconds=PAST_THE_SETTLE),
+        Step.of("stall", controllers="jobset", steps=RESUME_STALL_STEPS),
+        _release(rng),
+        Step.of("advance", seconds=PAST_THE_SETTLE),
+        Step.of("delay", target="trainer:apply", steps=RESUME_STALL_STEPS),  # the hold's apply: 504 after 60 s
+        Step.of("delay", target="trainer:apply", steps=RESUME_STALL_STEPS),  # and its retry
+        _hold(rng),
+        Step.of("advance", seconds=60),
+        Step.of("advance", seconds=35),
+        _release(rng),  # the JobSet still runs
+        Step.of("advance", seconds=30),
+        _release(rng),  # the JobSet was just suspended
+        *(Step.of("advance", seconds=5) for _ in range(4)),
+        Step.of("advance", seconds=30),
+    ]
+
+
 def story_in_flight_across_the_hold(rng: random.Random) -> list[Step]:
     """Writes a controller started before it saw the hold, landing after it (issue 15 class 2; DESIGN §3.5). In a
     world whose JobSet restarts a failed Job (its failure policy, `restartStrategy: BlockingRecreate`: the Jobs
@@ -244,7 +317,12 @@ def story_in_flight_across_the_hold(rng: random.Random) -> list[Step]:
     2. the same with the Job controller's creation of the restarted Job's pods slow instead (the Job is there and
        suspended by JobSet, but the Job controller, still in the sync that creates them, has not acted on it:
        `job_controller.go` `syncJob` runs one sync of a Job at a time);
-    3. twice (once for each selection, so that one telling exercises both), a release whose pod creation is slow,
+    3. a release whose JobSet apply Trainer builds and then sends only minutes later (its process paused), with a
+       hold at once and a release after the settle (`_applied_after_the_next_hold`);
+    4. a release while JobSet's writes queue in the API server, so that its resume of the Jobs is still in flight
+       when, more than the settle later, a hold reaches the JobSet late and releases follow
+       (`_resumed_across_the_hold`);
+    5. twice (once for each selection, so that one telling exercises both), a release whose pod creation is slow,
        and a hold at once: the pod lands after the hold recorded the execution's pods. A person notices the pod
        that appeared after the hold and removes labels from it to look at it (`kubectl label pod ...
        jobset.sigs.k8s.io/jobset-name-`, or dispatch's job-id, submission and admission labels); its machine
@@ -253,6 +331,8 @@ def story_in_flight_across_the_hold(rng: random.Random) -> list[Step]:
     return [
         *_restarted_across_the_hold(rng, "jobset:create-jobs"),
         *_restarted_across_the_hold(rng, "job:create-pods"),
+        *_applied_after_the_next_hold(rng),
+        *_resumed_across_the_hold(rng),
         *_created_across_the_hold(rng, first),
         *_created_across_the_hold(rng, second),
     ]
@@ -343,16 +423,16 @@ def story_parameters(seed: int, profile: Profile) -> dict[str, Any]:
 def tell_story(seed: int, steps: list[Step], profile: Profile) -> list[Step]:
     """`steps` with the seed's story inserted, whole, right after the opening steps (where its TrainJob was just
     opened on Ready nodes, so that its preconditions hold; the drawn steps then act on the world it leaves), then
-    a `templated_name`; unchanged when the profile tells no stories. The story starts after `NODES_LONG_READY`
-    seconds, when the lab's nodes look like a cluster's that have been up for long: a release after the settle
-    that a story tells is then refused only for what its story did, not because every node just booted."""
+    a `templated_name`; unchanged when the profile tells no stories. Its nodes have been Ready throughout since
+    they booted, so a hold's record keeps their Ready transition and a release after the settle is refused only
+    for what the story did (fencing.py: a node Ready throughout since the record confirms a vanished pod at
+    once)."""
     if not profile.stories:
         return steps
     name, rng = story_of(seed)
     at = profile.objects
     return [
         *steps[:at],
-        Step.of("advance", seconds=NODES_LONG_READY),
         *STORIES[name](rng),
         templated_name(rng),
         *steps[at:],

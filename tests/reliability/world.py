@@ -124,6 +124,7 @@ DELAY_TARGETS: dict[str, tuple[str, frozenset[str], frozenset[str], str | None]]
     "jobset:status": ("dispatch-lab/jobset-controller", frozenset({"update"}), frozenset({"jobsets"}), "status"),
     "trainer:apply": ("dispatch-lab/trainer-controller", frozenset({"patch"}), frozenset({"jobsets"}), ""),
     "trainer:status": ("dispatch-lab/trainer-controller", frozenset({"patch"}), frozenset({"trainjobs"}), "status"),
+    "trainer:apply-paused": ("dispatch-lab/trainer-controller", frozenset({"patch"}), frozenset({"jobsets"}), ""),
     "kubelet:status": ("kubelet", frozenset({"patch", "update"}), frozenset({"pods"}), "status"),
     "scheduler:bind": ("default-scheduler", frozenset({"create"}), frozenset({"pods"}), "binding"),
     "gc:delete": ("dispatch-lab/garbage-collector", frozenset({"delete"}), frozenset(), None),
@@ -131,6 +132,9 @@ DELAY_TARGETS: dict[str, tuple[str, frozenset[str], frozenset[str], str | None]]
     "kueue:workload-status": ("kueue", frozenset({"update", "patch"}), frozenset({"workloads"}), "status"),
     "admission-controller:trainjob": ("", frozenset({"update"}), frozenset({"trainjobs"}), ""),
 }
+#: targets whose request is late before it reaches the API server (its controller was paused after it built the
+#: request: `lab.apiserver.delays`, `before_the_server`), so no request timeout ends it
+PAUSED_TARGETS = frozenset({"trainer:apply-paused"})
 WRITES = frozenset({"create", "update", "patch", "delete"})
 #: the controllers a `stall` holds the writes of (schedule.STALL_CHOICES)
 STALLS: dict[str, tuple[str, ...]] = {
@@ -842,13 +846,23 @@ class World:
 
     def rule_delay(self, step: Step, outcomes: list[Outcome]) -> bool:
         """Hold the next request of one kind of one controller in the API server; release it `steps` steps
-        later, unless 60 s of lab time pass first (then it is answered 504 and not applied: `lab.apiserver.delays`)."""
+        later, unless 60 s of lab time pass first (then it is answered 504 and not applied: `lab.apiserver.delays`).
+        A target of `PAUSED_TARGETS` is held before the server instead, with no deadline."""
         target = str(step.get("target"))
         agent, verbs, resources, subresource = DELAY_TARGETS[target]
         if target.startswith(("kueue", "admission-controller")) and self.kueue is None:
             return False
         user = ADMISSION_CONTROLLER if target == "admission-controller:trainjob" else None
-        rule = DelayRule(agent, verbs, resources, subresource, namespace=NAMESPACE, count=1, user=user)
+        rule = DelayRule(
+            agent,
+            verbs,
+            resources,
+            subresource,
+            namespace=NAMESPACE,
+            count=1,
+            user=user,
+            before_the_server=target in PAUSED_TARGETS,
+        )
         self.rlab.lab.call(lambda: self.rlab.delays.add(rule))
         self.pending.append(PendingDelay(rule, target, max(int(step.get("steps")), 1)))
         self.stats[f"delay {target} armed"] += 1

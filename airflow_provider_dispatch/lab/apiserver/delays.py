@@ -17,15 +17,21 @@ Every such request is bounded by the server's request timeout (kubernetes/kubern
   unable to return a response in the time allotted, but may still be processing the request") once the
   deadline has passed. Watches are long-running and not bounded.
 
-So a held request here ends in exactly one of two ways: it is released before `REQUEST_TIMEOUT_SECONDS` of lab
-time have passed since it arrived, and is then carried out as sent (applied, or refused as the server would
-refuse it then); or the deadline passes first, and it is answered 504 without being carried out. The lab holds it
-before any handler runs (where APF and the admission chain sit), so a 504 here never leaves a half-applied write.
-Which requests are held is decided by `DelayRule`s matching the client (its `User-Agent`, which every simulated
-controller sets: `dispatch-lab/job-controller`, `kubelet`, ...; or the authenticated user), the verb, the
-resource and the subresource, each rule catching at most `count` requests. `RequestDelays.middleware` is an
-aiohttp middleware that goes after authentication (`Lab(middlewares=...)`); the rest of the request path is
-untouched.
+A request can also be late before it reaches the server: its client built it and then stopped (a process
+stopped or starved of CPU, a virtual machine paused for live migration, a long garbage-collection pause). No
+server deadline runs for it, since the server has not received it, and controllers' clients set no timeout of
+their own (client-go `rest.Config.Timeout`, zero by default). A `DelayRule` with `before_the_server` holds such a
+request with no deadline and carries it out, as built, when released.
+
+So a held request here (one the server has received) ends in exactly one of two ways: it is released before
+`REQUEST_TIMEOUT_SECONDS` of lab time have passed since it arrived, and is then carried out as sent (applied, or
+refused as the server would refuse it then); or the deadline passes first, and it is answered 504 without being
+carried out. The lab holds it before any handler runs (where APF and the admission chain sit), so a 504 here never
+leaves a half-applied write. Which requests are held is decided by `DelayRule`s matching the client (its
+`User-Agent`, which every simulated controller sets: `dispatch-lab/job-controller`, `kubelet`, ...; or the authenticated
+user), the verb, the resource and the subresource, each rule catching at most `count` requests.
+`RequestDelays.middleware` is an aiohttp middleware that goes after authentication (`Lab(middlewares=...)`); the
+rest of the request path is untouched.
 
 Lab time is the clock of the deadline: at speed 0 a held request stays held until it is released or until
 `advance()` moves lab time past its deadline.
@@ -35,6 +41,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import math
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
@@ -71,6 +78,8 @@ class DelayRule:
     count: int | None = 1
     user: str | None = None
     """The authenticated user's name (None: anyone)."""
+    before_the_server: bool = False
+    """The client was paused before it sent the request (module docstring): no request timeout applies."""
     caught: int = 0
 
     def matches(self, agent: str, user: str, info: RequestInfo) -> bool:
@@ -182,17 +191,20 @@ class RequestDelays:
         if rule is None:
             return await handler(request)
         now = self._now()
-        held = HeldRequest(next(self._serials), rule, agent, request.method, request.path, now, now + self.timeout)
+        deadline = math.inf if rule.before_the_server else now + self.timeout
+        held = HeldRequest(next(self._serials), rule, agent, request.method, request.path, now, deadline)
         self.requests.append(held)
         arrived = self._arrived()
         async with arrived:
             arrived.notify_all()
-        waiter = asyncio.ensure_future(held._release.wait())
-        deadline = asyncio.ensure_future(self._clock().sleep_until(held.deadline))
+        waiter: asyncio.Future[object] = asyncio.ensure_future(held._release.wait())
+        waits = [waiter]
+        if held.deadline != math.inf:
+            waits.append(asyncio.ensure_future(self._clock().sleep_until(held.deadline)))
         try:
-            await asyncio.wait((waiter, deadline), return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
         finally:
-            for task in (waiter, deadline):
+            for task in waits:
                 task.cancel()
             if held.outcome == "held":
                 held.outcome = "timed out"  # the deadline passed, or the server is stopping

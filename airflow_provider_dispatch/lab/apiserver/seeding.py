@@ -9,7 +9,8 @@ defaults, schema validation, admission plugins, one resourceVersion per write, w
     POST /lab/seed
     {"path": "/api/v1/namespaces/bench/pods",     a collection, as a create is addressed
      "template": {...},                           the object; its `status`, if any, is written after the create
-     "count": 1000, "start": 0, "groupSize": 16}  objects `start` .. `start + count - 1`
+     "count": 1000, "start": 0, "groupSize": 16,  objects `start` .. `start + count - 1`
+     "fieldManager": "lab-seed"}                  optional: the manager the writes are recorded under
 
 In every string of the template (keys and values) `{i}` becomes the object's index and `{g}` its group,
 `index // groupSize`, so one template gives pods of many TrainJobs (`bg-{g}`) with unique names.
@@ -77,6 +78,8 @@ class SeedRequest:
     count: int
     start: int
     group_size: int
+    field_manager: str = "lab-seed"
+    """The manager the writes are recorded under in managedFields, as a request's `fieldManager`."""
 
     @classmethod
     def parse(cls, body: Any) -> SeedRequest:
@@ -101,7 +104,10 @@ class SeedRequest:
         info = parse_request("POST", path, False)
         if not info.is_resource or info.name is not None or info.subresource is not None:
             raise errors.bad_request(f"path {path} is not the collection of a resource; seed creates into one")
-        return cls(info, template, numbers["count"], numbers["start"], numbers["groupSize"])
+        manager = body.get("fieldManager", "lab-seed")
+        if not isinstance(manager, str) or not manager:
+            raise errors.bad_request(f"fieldManager must be a non-empty string, not {manager!r}")
+        return cls(info, template, numbers["count"], numbers["start"], numbers["groupSize"], manager)
 
     def rendered(self, index: int) -> Obj:
         result = render(self.template, index, self.group_size)
@@ -195,7 +201,7 @@ class BulkSeeder:
         resource.schema.prune(obj)
         if not obj["metadata"].get("name"):
             raise errors.bad_request("the template has neither metadata.name nor metadata.generateName")
-        stored = await server._store_new(resource, namespace, obj, user, dry_run)
+        stored = await server._store_new(resource, namespace, obj, user, dry_run, manager=seed.field_manager)
         if status is None:
             return
 
@@ -205,7 +211,9 @@ class BulkSeeder:
 
         name = stored["metadata"]["name"]
         if not dry_run:
-            await server._write_existing(resource, namespace, name, "status", change, user, dry_run=False)
+            await server._write_existing(
+                resource, namespace, name, "status", change, user, dry_run=False, manager=seed.field_manager
+            )
             return
         # Dry run: what `_write_existing` would admit, against the object the create would have stored.
         new = strategy.prepare_update(resource, change(copy.deepcopy(stored)), stored, "status")

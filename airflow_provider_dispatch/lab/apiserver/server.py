@@ -24,7 +24,7 @@ from multidict import CIMultiDict
 from airflow_provider_dispatch.lab.apiserver import discovery, errors, openapi, tables
 from airflow_provider_dispatch.lab.apiserver.auth.auth import AllowAnyone, Authenticator, Authorizer, UserInfo
 from airflow_provider_dispatch.lab.apiserver.errors import ApiError
-from airflow_provider_dispatch.lab.apiserver.registry import patching, strategy
+from airflow_provider_dispatch.lab.apiserver.registry import managed_fields, patching, strategy
 from airflow_provider_dispatch.lab.apiserver.registry.admission import AdmissionChain, AdmissionRequest, Operation
 from airflow_provider_dispatch.lab.apiserver.registry.deletion import DeleteOptions, check_preconditions, decide
 from airflow_provider_dispatch.lab.apiserver.registry.resources import Registry, ResourceType
@@ -55,6 +55,11 @@ def _status_success(details: Obj | None = None, code: int = 200) -> Obj:
     if details:
         body["details"] = details
     return body
+
+
+def _manager(request: web.Request) -> str:
+    """The field manager a create, update or non-apply patch is recorded under (`managed_fields.manager_of`)."""
+    return managed_fields.manager_of(request.query.get("fieldManager"), request.headers.get("User-Agent", ""))
 
 
 def _json(body: Obj, status: int = 200, headers: Mapping[str, str] | None = None) -> web.Response:
@@ -356,12 +361,23 @@ class LabApiServer:
                     }
                 ],
             )
-        stored = await self._store_new(resource, namespace, obj, user, dry_run)
+        stored = await self._store_new(resource, namespace, obj, user, dry_run, manager=_manager(request))
         return _json(stored, 201, CIMultiDict(field_validation.warning_headers(warnings)))
 
     async def _store_new(
-        self, resource: ResourceType, namespace: str | None, obj: Obj, user: UserInfo, dry_run: bool
+        self,
+        resource: ResourceType,
+        namespace: str | None,
+        obj: Obj,
+        user: UserInfo,
+        dry_run: bool,
+        *,
+        manager: str | None = None,
     ) -> Obj:
+        """Admit and store a new object; a create that is not an apply records `manager`'s ownership of every
+        field it set (`managed_fields`)."""
+        if manager is not None:
+            managed_fields.track_write(None, obj, manager, resource.schema.list_semantics, None, self.clock.timestamp())
         self._check_namespace(resource, namespace)
         key = (namespace or "", obj["metadata"]["name"])
         if self.store.get(resource.qualified, key) is not None:
@@ -424,7 +440,10 @@ class LabApiServer:
         def change(current: Obj) -> Obj:
             return copy.deepcopy(body)
 
-        stored = await self._write_existing(resource, namespace, name, info.subresource, change, user, dry_run)
+        manager = _manager(request)
+        stored = await self._write_existing(
+            resource, namespace, name, info.subresource, change, user, dry_run, manager=manager
+        )
         return _json(stored, headers=CIMultiDict(field_validation.warning_headers(warnings)))
 
     async def _patch(
@@ -469,7 +488,10 @@ class LabApiServer:
                 raise errors.bad_request("the patched object is not an object")
             return patched
 
-        stored = await self._write_existing(resource, namespace, name, info.subresource, change, user, dry_run)
+        manager = _manager(request)
+        stored = await self._write_existing(
+            resource, namespace, name, info.subresource, change, user, dry_run, manager=manager
+        )
         return _json(stored)
 
     async def _apply(
@@ -532,8 +554,11 @@ class LabApiServer:
         change: Callable[[Obj], Obj],
         user: UserInfo,
         dry_run: bool,
+        *,
+        manager: str | None = None,
     ) -> Obj:
-        """Read, change, admit and store, retrying when the object moved underneath (GuaranteedUpdate)."""
+        """Read, change, admit and store, retrying when the object moved underneath (GuaranteedUpdate). A write
+        that is not an apply records `manager`'s ownership of what it changed (`managed_fields`)."""
         key = (namespace or "", name)
         for _ in range(_MAX_WRITE_ATTEMPTS):
             current = self._must_get(resource, namespace, name)
@@ -545,6 +570,10 @@ class LabApiServer:
             new["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
             if new == current:
                 return current  # a no-op write does not move the resourceVersion, as the apiserver skips it
+            if manager is not None:
+                managed_fields.track_write(
+                    current, new, manager, resource.schema.list_semantics, subresource, self.clock.timestamp()
+                )
             admitted = await self._admit("UPDATE", resource, subresource, new, current, user, dry_run)
             assert admitted is not None
             latest = self.store.get(resource.qualified, key)

@@ -1,0 +1,171 @@
+"""The settle's shortcut (evidence.py, 4): a release right after a hold skips the settle only when every Job shows
+that JobSet resumed it for the current execution and the Job controller acted on the hold since.
+
+The time since the execution started proves nothing by itself: JobSet retries a resume that failed (a 504 from
+API Priority and Fairness queueing, a webhook down) from its view for as long as that view shows the JobSet
+running, so its resume may still land after the hold however long ago the start was. A Job still suspended from
+the earlier hold, with that hold's admission label, is the sign (`schedules/shortcut-before-the-resume.json`
+replays the case in the lab, through the real clients).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any
+
+import pytest
+
+from airflow_provider_dispatch.dispatch import vocabulary as v
+from airflow_provider_dispatch.dispatch.evidence import (
+    DEFAULT_SETTLE_SECONDS,
+    HoldEvidence,
+    judge_hold,
+    spec_changed_at,
+)
+from airflow_provider_dispatch.dispatch.fencing import ExecutionPods
+from airflow_provider_dispatch.dispatch.vocabulary import parse_time
+
+from .support import NAME, NOW, condition, jobset, trainjob
+
+ADMISSION = 2
+
+
+def _at(text: str) -> datetime:
+    parsed = parse_time(text)
+    assert parsed is not None
+    return parsed
+
+
+SERVER_NOW = _at(NOW)
+HOLD = SERVER_NOW - timedelta(seconds=1)
+LONG_BEFORE_THE_HOLD = HOLD - timedelta(seconds=DEFAULT_SETTLE_SECONDS + 5)
+
+
+def _job(*, label: int | None, started: bool, suspended_condition: bool, finished: bool = False) -> dict[str, Any]:
+    """A child Job: `label` is the admission label in its pod template (what JobSet merged in when it last resumed
+    it), `started` its `status.startTime`, `suspended_condition` the Job controller's `Suspended` condition."""
+    labels = {} if label is None else {v.POD_LABEL_ADMISSION: str(label)}
+    conditions = []
+    if suspended_condition:
+        conditions.append(condition(v.CONDITION_SUSPENDED))
+    if finished:
+        conditions.append(condition("Complete"))
+    status: dict[str, Any] = {"conditions": conditions}
+    if started:
+        status["startTime"] = "2026-12-03T11:00:00Z"
+    return {
+        "metadata": {"name": f"{NAME}-node-0"},
+        "spec": {"suspend": not finished, "template": {"metadata": {"labels": labels}}},
+        "status": status,
+    }
+
+
+def _judge(job: dict[str, Any], *, started: datetime = LONG_BEFORE_THE_HOLD) -> float | None:
+    """How long the settle has left for a release now (None: the hold is observed, the shortcut applied)."""
+    held = trainjob(suspend=True, suspended_condition="True", admission=str(ADMISSION))
+    record = ExecutionPods(ADMISSION, {}, since=HOLD, started=started)
+    evidence = HoldEvidence(jobset(), {f"{NAME}-node-0": job}, record, SERVER_NOW)
+    verdict = judge_hold(held, evidence, ADMISSION)
+    if verdict is None:
+        return None
+    assert verdict.seconds_left is not None, verdict.reason  # only the settle may be missing here
+    return verdict.seconds_left
+
+
+def test_a_job_resumed_for_this_execution_and_suspended_by_the_job_controller_skips_the_settle() -> None:
+    assert _judge(_job(label=ADMISSION, started=True, suspended_condition=True)) is None
+
+
+def test_a_job_still_suspended_from_the_earlier_hold_waits_the_settle() -> None:
+    """JobSet's resume for this execution may still be in flight: the Job carries the earlier execution's label."""
+    left = _judge(_job(label=ADMISSION - 1, started=True, suspended_condition=True))
+    assert left == pytest.approx(DEFAULT_SETTLE_SECONDS - 1)
+
+
+def test_a_job_never_resumed_waits_the_settle() -> None:
+    assert _judge(_job(label=None, started=False, suspended_condition=False)) is not None
+
+
+@pytest.mark.parametrize(
+    ("started", "suspended_condition"),
+    [(False, True), (True, False)],
+    ids=["no-start-time", "no-suspended-condition"],
+)
+def test_a_job_the_job_controller_has_not_acted_on_waits_the_settle(started: bool, suspended_condition: bool) -> None:
+    assert _judge(_job(label=ADMISSION, started=started, suspended_condition=suspended_condition)) is not None
+
+
+def test_a_finished_job_needs_nothing_more() -> None:
+    assert _judge(_job(label=ADMISSION - 1, started=True, suspended_condition=False, finished=True)) is None
+
+
+def test_an_execution_started_less_than_the_settle_before_the_hold_waits_the_settle() -> None:
+    recent = HOLD - timedelta(seconds=DEFAULT_SETTLE_SECONDS - 1)
+    assert _judge(_job(label=ADMISSION, started=True, suspended_condition=True), started=recent) is not None
+
+
+# --- the settle counts from when the hold reached the JobSet and the Jobs ------------------------------------
+
+
+def _changed(at: datetime, subresource: str | None = None) -> dict[str, Any]:
+    entry: dict[str, Any] = {"manager": "m", "operation": "Update", "time": at.strftime("%Y-%m-%dT%H:%M:%SZ")}
+    if subresource:
+        entry["subresource"] = subresource
+    return entry
+
+
+def _settle_left(
+    jobset_changed: datetime | None, *, status_changed: datetime | None = None, since: datetime = HOLD
+) -> float | None:
+    """How long the settle has left for a release now, for a hold recorded at `since` of an execution started
+    just before it (no shortcut), whose JobSet's spec last changed at `jobset_changed`."""
+    held = trainjob(suspend=True, suspended_condition="True", admission=str(ADMISSION))
+    body = jobset()
+    entries = [] if jobset_changed is None else [_changed(jobset_changed)]
+    if status_changed is not None:
+        entries.append(_changed(status_changed, "status"))
+    body["metadata"]["managedFields"] = entries
+    job = _job(label=ADMISSION - 1, started=True, suspended_condition=True)
+    record = ExecutionPods(ADMISSION, {}, since=since, started=since - timedelta(seconds=5))
+    verdict = judge_hold(held, HoldEvidence(body, {f"{NAME}-node-0": job}, record, SERVER_NOW), ADMISSION)
+    if verdict is None:
+        return None
+    assert verdict.seconds_left is not None, verdict.reason
+    return verdict.seconds_left
+
+
+def test_the_settle_counts_from_the_record_when_the_jobset_changed_before_it() -> None:
+    assert _settle_left(HOLD - timedelta(seconds=30)) == pytest.approx(DEFAULT_SETTLE_SECONDS - 1)
+
+
+def test_the_settle_counts_from_the_jobsets_suspension_when_the_hold_reached_it_late() -> None:
+    """Trainer's apply of the hold was late: JobSet may have resumed a Job from its older view until then."""
+    reached = HOLD + timedelta(seconds=120)
+    assert _settle_left(reached) == pytest.approx(DEFAULT_SETTLE_SECONDS + 120 - 1)
+
+
+def test_a_status_write_is_not_a_change_of_the_spec() -> None:
+    assert _settle_left(None, status_changed=HOLD + timedelta(seconds=120)) == pytest.approx(DEFAULT_SETTLE_SECONDS - 1)
+
+
+def test_the_settle_is_over_once_as_long_has_passed_since_the_late_change() -> None:
+    now = SERVER_NOW
+    long_held = now - timedelta(seconds=300)
+    assert _settle_left(now - timedelta(seconds=DEFAULT_SETTLE_SECONDS), since=long_held) is None
+    assert _settle_left(now - timedelta(seconds=80), since=long_held) == pytest.approx(DEFAULT_SETTLE_SECONDS - 80)
+
+
+def test_spec_changed_at_takes_the_newest_time_outside_status_and_skips_entries_without_one() -> None:
+    obj = {
+        "metadata": {
+            "managedFields": [
+                _changed(HOLD),
+                _changed(HOLD + timedelta(seconds=7)),
+                _changed(HOLD + timedelta(seconds=60), "status"),
+                {"manager": "no-time", "operation": "Update"},
+            ]
+        }
+    }
+    assert spec_changed_at(obj) == HOLD + timedelta(seconds=7)
+    assert spec_changed_at({"metadata": {}}) is None
+    assert spec_changed_at(None) is None
