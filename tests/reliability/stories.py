@@ -305,6 +305,43 @@ def _resumed_across_the_hold(rng: random.Random) -> list[Step]:
     ]
 
 
+#: steps the paused apply of `_applied_without_the_label` stays unsent: across the hold, the settle and the
+#: release after it
+PAUSED_UNLABELLED_STEPS = 7
+
+
+def _applied_without_the_label(rng: random.Random) -> list[Step]:
+    """Part 6 of `story_in_flight_across_the_hold`: the same paused Trainer apply as part 3, where the JobSet's
+    admission label cannot tell which execution Trainer applied, because a person dropped dispatch's runtime
+    patch during a hold (`rewrite_patch drop-dispatch`; Trainer applies the suspended JobSet without the label)
+    and again during the next hold. The release's apply is answered 504 (Trainer then writes `Suspended=False`,
+    as upstream writes the status after a failed apply) and its retry is built and paused; the hold that follows
+    reaches no controller, so only the TrainJob's `Suspended` condition, still False, shows that Trainer has not
+    seen it (evidence.py, 1)."""
+    return [
+        _release(rng),
+        Step.of("advance", seconds=PAST_THE_SETTLE),
+        _release(rng),  # running again, and for long, so that the settle's shortcut applies to the hold
+        Step.of("advance", seconds=PAST_THE_SETTLE),
+        _hold(rng),
+        Step.of("advance", seconds=PAST_THE_SETTLE),
+        Step.of("rewrite_patch", obj=STORY_OBJECT, variant="drop-dispatch"),
+        Step.of("advance", seconds=5),
+        Step.of("delay", target="trainer:apply", steps=8),  # the release's apply: 504 after 60 s
+        Step.of("delay", target="trainer:apply-paused", steps=PAUSED_UNLABELLED_STEPS),  # its retry, paused
+        _release(rng),
+        Step.of("advance", seconds=60),
+        Step.of("advance", seconds=5),
+        _hold(rng),
+        Step.of("rewrite_patch", obj=STORY_OBJECT, variant="drop-dispatch"),
+        Step.of("advance", seconds=PAST_THE_SETTLE),
+        _release(rng),
+        Step.of("advance", seconds=5),
+        Step.of("advance", seconds=5),
+        Step.of("advance", seconds=STOPPED),
+    ]
+
+
 def story_in_flight_across_the_hold(rng: random.Random) -> list[Step]:
     """Writes a controller started before it saw the hold, landing after it (issue 15 class 2; DESIGN §3.5). In a
     world whose JobSet restarts a failed Job (its failure policy, `restartStrategy: BlockingRecreate`: the Jobs
@@ -326,7 +363,9 @@ def story_in_flight_across_the_hold(rng: random.Random) -> list[Step]:
        and a hold at once: the pod lands after the hold recorded the execution's pods. A person notices the pod
        that appeared after the hold and removes labels from it to look at it (`kubectl label pod ...
        jobset.sigs.k8s.io/jobset-name-`, or dispatch's job-id, submission and admission labels); its machine
-       hangs (`freeze`), and a release follows after the settle, before the operator fenced the node."""
+       hangs (`freeze`), and a release follows after the settle, before the operator fenced the node;
+    6. part 3 again where the JobSet's admission label cannot tell the executions apart, because a person dropped
+       dispatch's runtime patch during the holds (`_applied_without_the_label`)."""
     first, second = rng.sample(("jobset", "dispatch"), 2)
     return [
         *_restarted_across_the_hold(rng, "jobset:create-jobs"),
@@ -335,6 +374,7 @@ def story_in_flight_across_the_hold(rng: random.Random) -> list[Step]:
         *_resumed_across_the_hold(rng),
         *_created_across_the_hold(rng, first),
         *_created_across_the_hold(rng, second),
+        *_applied_without_the_label(rng),
     ]
 
 
