@@ -255,7 +255,9 @@ def _applied_after_the_next_hold(rng: random.Random) -> list[Step]:
     return [
         _release(rng),
         Step.of("advance", seconds=PAST_THE_SETTLE),
-        _release(rng),  # running again (the retry of the release refused while part 2's hold settled)
+        # running again (the retry of the release refused while part 2's hold settled), by an admitting write
+        # whose answer is lost: the caller's retry finds its own admission (conflicts.py)
+        Step.of("release_lost", obj=STORY_OBJECT, caller=rng.choice(WRITERS)),
         Step.of("advance", seconds=5),
         _hold(rng),
         Step.of("advance", seconds=PAST_THE_SETTLE),
