@@ -31,9 +31,9 @@ from airflow_provider_dispatch.lab.apiserver.registry.patching import (
     ListSemanticsFn,
     PatchError,
     _decode_managers,
+    _entry,
     _Manager,
-    _sort_entries,
-    _Trie,
+    _store_managers,
     _Walker,
 )
 
@@ -81,27 +81,8 @@ def track_write(
             state.fields -= changed | removed
     previous = managers.get(me)
     fields = ((previous.fields if previous else set()) - removed) | changed
-    entry: dict[str, Any] = {"manager": manager, "operation": "Update", "apiVersion": api_version}
-    if changed:
-        entry["time"] = now
-    elif previous is not None and previous.entry.get("time"):
-        entry["time"] = previous.entry["time"]
-    entry["fieldsType"] = "FieldsV1"
-    if subresource:
-        entry["subresource"] = subresource
-    managers[me] = _Manager(entry, fields, frozenset())
-    encoded: list[dict[str, Any]] = []
-    for identity, state in managers.items():
-        if not state.fields:
-            continue
-        stored = dict(state.entry)
-        if identity == me or state.fields != state.original:
-            stored["fieldsV1"] = _Trie.of(state.fields).to_fields_v1()
-        encoded.append(stored)
-    if encoded:
-        metadata["managedFields"] = _sort_entries(encoded)
-    else:
-        metadata.pop("managedFields", None)
+    managers[me] = _Manager(_entry(me, api_version, bool(changed), now, previous), fields, frozenset())
+    _store_managers(new, managers, me, previous)
 
 
 def _reset_roots(subresource: str | None) -> tuple[str, ...]:

@@ -1443,11 +1443,19 @@ def server_side_apply(
         managers[identity].fields -= removed
 
     changed = not _json_equal(body, merged)
-    entry: dict[str, Any] = {
-        "manager": manager,
-        "operation": "Apply",
-        "apiVersion": config.get("apiVersion", ""),
-    }
+    entry = _entry(me, str(config.get("apiVersion", "")), changed, now, previous)
+    managers[me] = _Manager(entry, applied_set, frozenset())
+    _store_managers(merged, managers, me, previous)
+    return merged
+
+
+def _entry(
+    me: tuple[str, str, str, str], api_version: str, changed: bool, now: str, previous: _Manager | None
+) -> dict[str, Any]:
+    """The managedFields entry of the writing manager `me` (manager, operation, subresource): its `time` is now
+    when the write changed the object, else the time it had (`managedfieldsupdater.go`)."""
+    manager, operation, subresource, _ = me
+    entry: dict[str, Any] = {"manager": manager, "operation": operation, "apiVersion": api_version}
     if changed:
         entry["time"] = now
     elif previous is not None and previous.entry.get("time"):
@@ -1455,8 +1463,17 @@ def server_side_apply(
     entry["fieldsType"] = "FieldsV1"
     if subresource:
         entry["subresource"] = subresource
-    managers[me] = _Manager(entry, applied_set, frozenset())
+    return entry
 
+
+def _store_managers(
+    obj: dict[str, Any],
+    managers: Mapping[tuple[str, str, str, str], _Manager],
+    me: tuple[str, str, str, str],
+    previous: _Manager | None,
+) -> None:
+    """Encode `managers` into `obj`'s managedFields: entries that own nothing are dropped, a field set that did
+    not change keeps its stored encoding, the entries sorted as `sortEncodedManagedFields` sorts them."""
     encoded: list[dict[str, Any]] = []
     for identity, state in managers.items():
         if not state.fields:
@@ -1469,9 +1486,8 @@ def server_side_apply(
         if identity == me and "subresource" in stored:
             stored["subresource"] = stored.pop("subresource")
         encoded.append(stored)
-    metadata_out = merged.setdefault("metadata", {})
+    metadata_out = obj.setdefault("metadata", {})
     if encoded:
         metadata_out["managedFields"] = _sort_entries(encoded)
     else:
         metadata_out.pop("managedFields", None)
-    return merged
