@@ -253,8 +253,8 @@ def _settling(trainjob: Mapping[str, Any], evidence: HoldEvidence, admission: in
     late = ""
     if reached is not None and record.since is not None and reached > record.since:
         late = (
-            f", counted from {reached.strftime('%Y-%m-%dT%H:%M:%SZ')}, when its JobSet or a Job last changed "
-            "(the hold reached them after it was recorded)"
+            f", counted from {reached.strftime('%Y-%m-%dT%H:%M:%SZ')}, when its JobSet or a Job last changed, "
+            "later than the hold was recorded: a controller acting on them may have seen the hold only then"
         )
     return NotObserved(
         f"the hold of TrainJob {ref} settles until {until.strftime('%Y-%m-%dT%H:%M:%SZ')} ({left:.0f} s more{late}): "
