@@ -58,13 +58,19 @@ UPSTREAM_RACE = (
     "Airflow's stale defer-exit race (apache/airflow#72716) failed the task: the scheduler log says the executor "
     "reported the deferring attempt's success while the resumed attempt ran"
 )
-STALE_EVENT = "finished with state success, but the task instance's state attribute is running"
+#: the scheduler's words for it: the resumed attempt is queued or already running when the stale event arrives
+STALE_EVENTS = (
+    "finished with state success, but the task instance's state attribute is running",
+    "finished with state success, but the task instance's state attribute is queued",
+)
 
 
 def stale_defer_exit_event(airflow_stack: AirflowStack) -> bool:
     """The scheduler failed the train task on a stale executor event (the upstream race), nothing else."""
     log = (airflow_stack.log_dir / "scheduler.log").read_text(errors="replace")
-    return any(STALE_EVENT in line and "restart_operator.train" in line for line in log.splitlines())
+    return any(
+        any(event in line for event in STALE_EVENTS) and "restart_operator.train" in line for line in log.splitlines()
+    )
 
 
 def test_the_real_triggerer_carries_the_restart_chain(
