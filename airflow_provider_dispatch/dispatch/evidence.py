@@ -7,11 +7,12 @@ can still land (DESIGN §3.1, §3.5). Evidence counts only when it is about the 
 issue). So the hold of execution A is observed when all of this holds:
 
 1. **TrainJob**: `spec.suspend: true` and its `Suspended` condition True (Trainer saw a hold).
-2. **Trainer applied this execution's hold to the JobSet.** The JobSet named after the TrainJob exists, is
-   controlled by this TrainJob (ownerReference uid: not a namesake's leftover), has `spec.suspend: true`, and
-   its pod templates carry the admission label the TrainJob's runtime patches put now (A for dispatch's
-   patch). Trainer applies the JobSet from one TrainJob state at a time, and applies it while the TrainJob is
-   suspended (`kubeflow/trainer` `trainjob_controller.go` `reconcileObjects`, v2.3.0), so a suspended JobSet
+2. **Trainer applied this execution's hold to the JobSet.** The JobSet named after the TrainJob exists, has
+   `spec.suspend: true`, and its pod templates carry the admission label the TrainJob's runtime patches put now
+   (A for dispatch's patch). Its owner is not compared: a JobSet a deleted namesake left passes only in a
+   state the checks here already make safe (docs/reliability.md, "Checks that looked redundant"); the
+   explanation names it. Trainer applies the JobSet from one TrainJob state at a time, and applies it while the
+   TrainJob is suspended (`kubeflow/trainer` `trainjob_controller.go` `reconcileObjects`, v2.3.0), so a suspended JobSet
    carrying A's labels was applied from a state after A's hold: a JobSet still carrying A-1's labels was
    suspended by an earlier hold, and Trainer may still be about to act on A's release. While A = 0 (never
    admitted) there is nothing to compare, and a JobSet that does not exist yet is awaited only when A > 0.
@@ -132,6 +133,19 @@ def _stale_templates(trainjob: Mapping[str, Any], jobset: Mapping[str, Any]) -> 
         if shown != wanted:
             stale.append(f"{name}: {shown or 'none'} instead of {wanted or 'none'}")
     return stale
+
+
+def _earlier_owner(trainjob: Mapping[str, Any], jobset: Mapping[str, Any]) -> str:
+    """For the explanation only: a JobSet an earlier TrainJob of this name left (its controller is another uid).
+
+    Not a check of its own. Such a JobSet passes 2 only while it is suspended and carries the label this
+    TrainJob's patches put now; then the earlier TrainJob was never admitted under that label, and its writes
+    still in flight are bounded like any other: Trainer and JobSet key their work by `namespace/name`, which the
+    namesake shares (docs/reliability.md, "Checks that looked redundant")."""
+    owner = controller_uid(jobset)
+    if owner is None or owner == uid_of(trainjob):
+        return ""
+    return f" (left by an earlier TrainJob of this name, owner uid {owner}, which the garbage collector deletes)"
 
 
 def job_finished(job: Mapping[str, Any]) -> bool:
@@ -282,23 +296,18 @@ def _not_observed(trainjob: Mapping[str, Any], evidence: HoldEvidence, admission
                 "until it has, it may still act on an older state of it; retry shortly"
             )
         return None
-    owner = controller_uid(jobset)
-    if owner is not None and owner != uid_of(trainjob):
-        return (
-            f"JobSet {ref} belongs to an earlier TrainJob of this name (owner uid {owner}): wait until the "
-            "garbage collector has deleted it"
-        )
+    earlier = _earlier_owner(trainjob, jobset)
     if field_of(jobset, "spec", "suspend") is not True:
         return (
-            f"JobSet {ref} does not have spec.suspend true yet: the hold has not reached it, so its Jobs may "
-            "still create pods; retry shortly"
+            f"JobSet {ref}{earlier} does not have spec.suspend true yet: the hold has not reached it, so its Jobs "
+            "may still create pods; retry shortly"
         )
     stale = _stale_templates(trainjob, jobset)
     if stale:
         return (
-            f"JobSet {ref} is suspended but its pod templates still carry another execution's admission label "
-            f"({'; '.join(stale)}): the suspension is left over from an earlier hold and Trainer has not applied "
-            f"this execution's yet (it may still act on the release before it); retry shortly"
+            f"JobSet {ref}{earlier} is suspended but its pod templates still carry another execution's admission "
+            f"label ({'; '.join(stale)}): the suspension is left over from an earlier hold and Trainer has not "
+            f"applied this execution's yet (it may still act on the release before it); retry shortly"
         )
     jobset_uid = uid_of(jobset)
     for name, job in evidence.jobs.items():

@@ -146,13 +146,6 @@ MUTANTS: tuple[Mutant, ...] = (
         "until the JobSet is suspended, its Jobs may still create pods after the check (DESIGN §3.1)",
     ),
     Mutant(
-        "hold-observed-jobset-owner",
-        "dispatch/evidence.py",
-        "if owner is not None and owner != uid_of(trainjob):",
-        "if False:",
-        "a JobSet of an earlier TrainJob of this name proves nothing about this one's hold (evidence.py)",
-    ),
-    Mutant(
         "hold-observed-this-execution",
         "dispatch/evidence.py",
         "stale = _stale_templates(trainjob, jobset)",

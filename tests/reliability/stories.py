@@ -380,6 +380,48 @@ def story_in_flight_across_the_hold(rng: random.Random) -> list[Step]:
     ]
 
 
+#: lab seconds the story lets pass after each failure of its process before the next, while the Job controller's
+#: back-off doubles (10 s after the first failure since the last success, 20 s after the second, ...; `job_pods.py`,
+#: `getRemainingTimeForFailuresCount`), with 5 s for the replacement to be scheduled and started
+CRASH_LOOP = (15, 25, 45, 85)
+
+#: `delay jobset:update-jobs` steps the story arms before its hold: JobSet's suspension of the Job and each retry
+#: after its 504 (60 s each), so that the suspension lands about 180 s after the hold, after the back-off of the
+#: fifth failure (160 s) has ended
+SUSPENSION_DELAYS = 3
+
+
+def story_replaced_after_its_back_off(rng: random.Random) -> list[Step]:
+    """A Job that has not acted on the hold and has no pod to show it (evidence.py, 3: each Job read itself), in
+    a world whose runtime has `restartPolicy: Never` (a failed process is replaced by a new pod after the Job
+    controller's back-off, `backoffLimit` 6 by default) and one pod per TrainJob (story parameters). The process
+    fails five times (a crash loop: a bad node, an NCCL error), so that after the fifth the Job waits 160 s
+    before its replacement, with no pod running and JobSet's status showing none active. The TrainJob is held
+    then, and JobSet's suspension of the Job is slow in the API server (a validating webhook on Jobs that times
+    out; each attempt answered 504 after 60 s and retried) while Trainer's suspension of the JobSet and its
+    `Suspended` condition are written at once. A release after the settle finds nothing running and every signal
+    of the hold but the Job's own; the back-off then ends and the Job, not suspended, creates the replacement
+    from the held execution's template, before JobSet's suspension lands and stops it. A release after the
+    settle follows, and again after as long."""
+    crash_loop: list[Step] = []
+    for seconds in CRASH_LOOP:
+        crash_loop += [Step.of("fail", obj=STORY_OBJECT, pick=0), Step.of("advance", seconds=seconds)]
+    return [
+        *_started(rng),
+        *crash_loop,
+        Step.of("fail", obj=STORY_OBJECT, pick=0),
+        Step.of("advance", seconds=5),
+        *(Step.of("delay", target="jobset:update-jobs", steps=12) for _ in range(SUSPENSION_DELAYS)),
+        _hold(rng),
+        Step.of("advance", seconds=PAST_THE_SETTLE),
+        _release(rng),  # the Job is not suspended yet
+        Step.of("advance", seconds=60),  # the replacement, at the end of the back-off
+        Step.of("advance", seconds=30),  # JobSet's suspension
+        *_released_after_the_settle(rng),
+        Step.of("advance", seconds=STOPPED),
+    ]
+
+
 def story_partitioned_on_an_upstream_runtime(rng: random.Random) -> list[Step]:
     """Hazard H1 (issue 15 class 5), in a world whose last TrainJob runs on a runtime with upstream's
     `podReplacementPolicy` and no failure policy (story parameters): its releases, which the runtime policy must
@@ -432,11 +474,21 @@ STORIES: Mapping[str, Callable[[random.Random], list[Step]]] = {
     "slow-stop-relabelled-after-the-hold": story_slow_stop_relabelled_after_the_hold,
     "partitioned-on-an-upstream-runtime": story_partitioned_on_an_upstream_runtime,
     "restarted-beside-a-lost-node": story_restarted_beside_a_lost_node,
+    "replaced-after-its-back-off": story_replaced_after_its_back_off,
 }
 #: world parameters a story needs (world_parameters draws grace_seconds 30 for every world)
 STORY_PARAMETERS: Mapping[str, Mapping[str, Any]] = {
+    # the returned kubelet stops the force-deleted pods' processes after its relist: they must take longer to stop
+    # than the `JUST_RETURNED` seconds before the release (drawn 2 or 8 s, the relist alone may outlast them)
+    "stuck-pod-force-deleted": {"termination_seconds": 25},
     "in-flight-across-the-hold": {"failure_policy": True, "replicated_jobs": 1, "termination_seconds": 8},
     "slow-stop-relabelled-after-the-hold": {"grace_seconds": LONG_GRACE},
+    "replaced-after-its-back-off": {
+        "restart_policy": "Never",
+        "failure_policy": False,
+        "replicated_jobs": 1,
+        "num_nodes": (1,) * 8,
+    },
     "partitioned-on-an-upstream-runtime": {"unsafe_object": True, "unsafe_risk": "pod-replacement"},
     "restarted-beside-a-lost-node": {
         "unsafe_object": True,

@@ -36,7 +36,9 @@ The runtime (profile `runtime`): `safe` sets `podReplacementPolicy: Failed` on e
 template and, where the JobSet has a failure policy with restarts, `restartStrategy: BlockingRecreate` (what
 dispatch's runtime policy asks for, DESIGN §3.7); `upstream` sets neither: the negative control of hazards H1 and
 H2. Each world draws one or two replicated jobs and whether the JobSet restarts failed Jobs (with `backoffLimit:
-0`, so that a failing process fails its Job and the JobSet restarts).
+0`, so that a failing process fails its Job and the JobSet restarts). A story's world may ask for
+`restartPolicy: Never` (`restart_policy`): a failed process is then replaced by a new pod after the Job
+controller's back-off, not restarted in place.
 
 The negative control's hostile rules break P: taint a running machine's node (frozen, partitioned or NotReady),
 or delete the Node of a running machine. The recorder must then see an overlap: that is what the promise
@@ -320,6 +322,10 @@ class World:
                 job_spec["podReplacementPolicy"] = "Failed"
             if restarts:
                 job_spec["backoffLimit"] = 0  # a failing process fails its Job: the JobSet restarts
+            if self.params.get("restart_policy") == "Never":
+                # a failed pod is replaced by a new one after the Job's back-off (`backoffLimit` 6 by default)
+                # instead of restarting its container in place (JobSet's webhook defaults `OnFailure`)
+                job_spec["template"]["spec"]["restartPolicy"] = "Never"
             job_spec["template"].setdefault("metadata", {})["annotations"] = {
                 workload.TERMINATION_SECONDS: str(self.params["termination_seconds"])
             }

@@ -67,11 +67,8 @@ def track_write(
     if not changed and not removed:
         _restore(live, new, subresource)
         return
-    metadata = new.setdefault("metadata", {})
-    sent = metadata.get("managedFields")
-    base = sent if sent and not subresource else (live or {}).get("metadata", {}).get("managedFields")
     try:
-        managers = _decode_managers(base)
+        managers = _decode_managers(_entries_kept(live, new, subresource))
     except PatchError:
         managers = {}
     api_version = str(new.get("apiVersion", ""))
@@ -106,12 +103,17 @@ def _without_managed(obj: Mapping[str, Any]) -> dict[str, Any]:
     return {**obj, "metadata": {k: v for k, v in metadata.items() if k != "managedFields"}}
 
 
+def _entries_kept(live: Mapping[str, Any] | None, new: Mapping[str, Any], subresource: str | None) -> Any:
+    """The managedFields a write starts from: those it carries (a client may rewrite them), except through a
+    subresource, which cannot change them, or else the live ones."""
+    sent = (new.get("metadata") or {}).get("managedFields")
+    return sent if sent and not subresource else (live or {}).get("metadata", {}).get("managedFields")
+
+
 def _restore(live: Mapping[str, Any] | None, new: dict[str, Any], subresource: str | None) -> None:
-    """A write that changed no field keeps the entries it carries (a client may rewrite them), or the live ones."""
+    """A write that changed no field keeps the entries it starts from (`_entries_kept`)."""
+    kept = _entries_kept(live, new, subresource)
     metadata = new.setdefault("metadata", {})
-    if metadata.get("managedFields") and not subresource:
-        return
-    kept = (live or {}).get("metadata", {}).get("managedFields")
     if kept:
         metadata["managedFields"] = kept
     else:
