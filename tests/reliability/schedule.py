@@ -268,4 +268,6 @@ def world_parameters(seed: int) -> dict[str, Any]:
         "failure_policy": rng.random() < 0.5,
         # the last TrainJob runs on a runtime with upstream's defaults: dispatch's runtime policy must refuse it
         "unsafe_object": rng.random() < 0.35,
+        # a failed process replaced by a new pod after the Job's back-off (`Never`) or restarted in place
+        "restart_policy": rng.choice(("OnFailure", "OnFailure", "OnFailure", "Never")),
     }

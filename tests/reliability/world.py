@@ -36,9 +36,9 @@ The runtime (profile `runtime`): `safe` sets `podReplacementPolicy: Failed` on e
 template and, where the JobSet has a failure policy with restarts, `restartStrategy: BlockingRecreate` (what
 dispatch's runtime policy asks for, DESIGN §3.7); `upstream` sets neither: the negative control of hazards H1 and
 H2. Each world draws one or two replicated jobs and whether the JobSet restarts failed Jobs (with `backoffLimit:
-0`, so that a failing process fails its Job and the JobSet restarts). A story's world may ask for
-`restartPolicy: Never` (`restart_policy`): a failed process is then replaced by a new pod after the Job
-controller's back-off, not restarted in place.
+0`, so that a failing process fails its Job and the JobSet restarts). One world in four draws
+`restartPolicy: Never` (`restart_policy`; the story `replaced-after-its-back-off` always does): a failed process
+is then replaced by a new pod after the Job controller's back-off, not restarted in place.
 
 The negative control's hostile rules break P: taint a running machine's node (frozen, partitioned or NotReady),
 or delete the Node of a running machine. The recorder must then see an overlap: that is what the promise
