@@ -13,7 +13,7 @@ import itertools
 import json
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from airflow_provider_dispatch.dispatch import vocabulary as v
@@ -43,6 +43,18 @@ RUNTIME = "torch-distributed"
 #: the fake API server's clock (`ServerTime`), and a record time long before it (a settled hold)
 NOW = "2026-12-03T12:00:00Z"
 LONG_AGO = "2026-12-01T00:00:00Z"
+
+
+def at(text: str) -> datetime:
+    """`text` as the API server's time (a test's own constants: never unparsable)."""
+    parsed = parse_time(text)
+    assert parsed is not None
+    return parsed
+
+
+#: the API server's clock at `NOW`, and a hold recorded a second before it
+SERVER_NOW = at(NOW)
+HOLD = SERVER_NOW - timedelta(seconds=1)
 
 # --- builders -----------------------------------------------------------------------------------------------
 

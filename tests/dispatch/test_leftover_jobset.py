@@ -9,28 +9,19 @@ change which brings the owner back as a check, or drops it from the explanation,
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 from airflow_provider_dispatch.dispatch import vocabulary as v
 from airflow_provider_dispatch.dispatch.evidence import DEFAULT_SETTLE_SECONDS, HoldEvidence, judge_hold
 from airflow_provider_dispatch.dispatch.fencing import ExecutionPods
-from airflow_provider_dispatch.dispatch.vocabulary import parse_time
 
-from .support import NAME, NOW, condition, jobset, trainjob
+from .support import HOLD, NAME, SERVER_NOW, condition, jobset, trainjob
 
 ADMISSION = 2
 EARLIER_UID = "uid-of-the-deleted-namesake"
 
 
-def _at(text: str) -> datetime:
-    parsed = parse_time(text)
-    assert parsed is not None
-    return parsed
-
-
-SERVER_NOW = _at(NOW)
-HOLD = SERVER_NOW - timedelta(seconds=1)
 LONG_BEFORE_THE_HOLD = HOLD - timedelta(seconds=DEFAULT_SETTLE_SECONDS + 5)
 
 

@@ -23,21 +23,12 @@ from airflow_provider_dispatch.dispatch.evidence import (
     spec_changed_at,
 )
 from airflow_provider_dispatch.dispatch.fencing import ExecutionPods
-from airflow_provider_dispatch.dispatch.vocabulary import parse_time
 
-from .support import NAME, NOW, condition, jobset, trainjob
+from .support import HOLD, NAME, SERVER_NOW, condition, jobset, trainjob
 
 ADMISSION = 2
 
 
-def _at(text: str) -> datetime:
-    parsed = parse_time(text)
-    assert parsed is not None
-    return parsed
-
-
-SERVER_NOW = _at(NOW)
-HOLD = SERVER_NOW - timedelta(seconds=1)
 LONG_BEFORE_THE_HOLD = HOLD - timedelta(seconds=DEFAULT_SETTLE_SECONDS + 5)
 
 
