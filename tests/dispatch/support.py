@@ -130,6 +130,26 @@ def jobset(*, name: str = NAME, namespace: str = NS, suspend: bool | None = True
     }
 
 
+def child_job(*, label: int | None, started: bool, suspended_condition: bool, finished: bool = False) -> dict[str, Any]:
+    """A child Job `<NAME>-node-0` as the settle reads it (evidence.py, 4): `label` is the admission label in its
+    pod template (what JobSet merged in when it last resumed it), `started` its `status.startTime`,
+    `suspended_condition` the Job controller's `Suspended` condition."""
+    labels = {} if label is None else {v.POD_LABEL_ADMISSION: str(label)}
+    conditions = []
+    if suspended_condition:
+        conditions.append(condition(v.CONDITION_SUSPENDED))
+    if finished:
+        conditions.append(condition("Complete"))
+    status: dict[str, Any] = {"conditions": conditions}
+    if started:
+        status["startTime"] = "2026-12-03T11:00:00Z"
+    return {
+        "metadata": {"name": f"{NAME}-node-0"},
+        "spec": {"suspend": not finished, "template": {"metadata": {"labels": labels}}},
+        "status": status,
+    }
+
+
 def runtime(
     *,
     name: str = RUNTIME,

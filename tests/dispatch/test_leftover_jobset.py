@@ -13,15 +13,15 @@ from datetime import timedelta
 from typing import Any
 
 from airflow_provider_dispatch.dispatch import vocabulary as v
+from airflow_provider_dispatch.dispatch.admission import dispatch_runtime_patch
+from airflow_provider_dispatch.dispatch.assessment import Execution
 from airflow_provider_dispatch.dispatch.evidence import DEFAULT_SETTLE_SECONDS, HoldEvidence, judge_hold
 from airflow_provider_dispatch.dispatch.fencing import ExecutionPods
 
-from .support import HOLD, NAME, SERVER_NOW, condition, jobset, trainjob
+from .support import HOLD, JOB_ID, NAME, SERVER_NOW, SUBMISSION, child_job, jobset, runtime, trainjob
 
 ADMISSION = 2
 EARLIER_UID = "uid-of-the-deleted-namesake"
-
-
 LONG_BEFORE_THE_HOLD = HOLD - timedelta(seconds=DEFAULT_SETTLE_SECONDS + 5)
 
 
@@ -46,31 +46,15 @@ def _jobset(*, owner: str | None, suspend: bool, label: int) -> dict[str, Any]:
     return body
 
 
-def _job() -> dict[str, Any]:
-    """A Job JobSet resumed for this execution and the Job controller suspended since: the settle's shortcut."""
-    return {
-        "metadata": {"name": f"{NAME}-node-0"},
-        "spec": {"suspend": True, "template": {"metadata": {"labels": {v.POD_LABEL_ADMISSION: str(ADMISSION)}}}},
-        "status": {"conditions": [condition(v.CONDITION_SUSPENDED)], "startTime": "2026-12-03T11:00:00Z"},
-    }
-
-
 def _verdict(body: dict[str, Any]) -> str | None:
-    held = trainjob(suspend=True, suspended_condition="True", admission=str(ADMISSION), patches=_patches())
+    # dispatch's own patch for this execution: the label the JobSet's templates are compared with
+    ours = dispatch_runtime_patch(runtime(), Execution(JOB_ID, SUBMISSION, ADMISSION))
+    held = trainjob(suspend=True, suspended_condition="True", admission=str(ADMISSION), patches=[ours])
+    # a Job JobSet resumed for this execution and the Job controller suspended since: the settle's shortcut
+    job = child_job(label=ADMISSION, started=True, suspended_condition=True)
     record = ExecutionPods(ADMISSION, {}, since=HOLD, started=LONG_BEFORE_THE_HOLD)
-    verdict = judge_hold(held, HoldEvidence(body, {f"{NAME}-node-0": _job()}, record, SERVER_NOW), ADMISSION)
+    verdict = judge_hold(held, HoldEvidence(body, {f"{NAME}-node-0": job}, record, SERVER_NOW), ADMISSION)
     return None if verdict is None else verdict.reason
-
-
-def _patches() -> list[dict[str, Any]]:
-    labels = {v.POD_LABEL_ADMISSION: str(ADMISSION)}
-    template = {"spec": {"template": {"metadata": {"labels": labels}}}}
-    return [
-        {
-            "manager": v.RUNTIME_PATCH_MANAGER,
-            "trainingRuntimeSpec": {"template": {"spec": {"replicatedJobs": [{"name": "node", "template": template}]}}},
-        }
-    ]
 
 
 def test_this_trainjobs_suspended_fresh_jobset_is_observed() -> None:

@@ -15,7 +15,6 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_dispatch.dispatch import vocabulary as v
 from airflow_provider_dispatch.dispatch.evidence import (
     DEFAULT_SETTLE_SECONDS,
     HoldEvidence,
@@ -24,31 +23,12 @@ from airflow_provider_dispatch.dispatch.evidence import (
 )
 from airflow_provider_dispatch.dispatch.fencing import ExecutionPods
 
-from .support import HOLD, NAME, SERVER_NOW, condition, jobset, trainjob
+from .support import HOLD, NAME, SERVER_NOW, child_job, jobset, trainjob
 
 ADMISSION = 2
 
 
 LONG_BEFORE_THE_HOLD = HOLD - timedelta(seconds=DEFAULT_SETTLE_SECONDS + 5)
-
-
-def _job(*, label: int | None, started: bool, suspended_condition: bool, finished: bool = False) -> dict[str, Any]:
-    """A child Job: `label` is the admission label in its pod template (what JobSet merged in when it last resumed
-    it), `started` its `status.startTime`, `suspended_condition` the Job controller's `Suspended` condition."""
-    labels = {} if label is None else {v.POD_LABEL_ADMISSION: str(label)}
-    conditions = []
-    if suspended_condition:
-        conditions.append(condition(v.CONDITION_SUSPENDED))
-    if finished:
-        conditions.append(condition("Complete"))
-    status: dict[str, Any] = {"conditions": conditions}
-    if started:
-        status["startTime"] = "2026-12-03T11:00:00Z"
-    return {
-        "metadata": {"name": f"{NAME}-node-0"},
-        "spec": {"suspend": not finished, "template": {"metadata": {"labels": labels}}},
-        "status": status,
-    }
 
 
 def _judge(job: dict[str, Any], *, started: datetime = LONG_BEFORE_THE_HOLD) -> float | None:
@@ -64,17 +44,17 @@ def _judge(job: dict[str, Any], *, started: datetime = LONG_BEFORE_THE_HOLD) -> 
 
 
 def test_a_job_resumed_for_this_execution_and_suspended_by_the_job_controller_skips_the_settle() -> None:
-    assert _judge(_job(label=ADMISSION, started=True, suspended_condition=True)) is None
+    assert _judge(child_job(label=ADMISSION, started=True, suspended_condition=True)) is None
 
 
 def test_a_job_still_suspended_from_the_earlier_hold_waits_the_settle() -> None:
     """JobSet's resume for this execution may still be in flight: the Job carries the earlier execution's label."""
-    left = _judge(_job(label=ADMISSION - 1, started=True, suspended_condition=True))
+    left = _judge(child_job(label=ADMISSION - 1, started=True, suspended_condition=True))
     assert left == pytest.approx(DEFAULT_SETTLE_SECONDS - 1)
 
 
 def test_a_job_never_resumed_waits_the_settle() -> None:
-    assert _judge(_job(label=None, started=False, suspended_condition=False)) is not None
+    assert _judge(child_job(label=None, started=False, suspended_condition=False)) is not None
 
 
 @pytest.mark.parametrize(
@@ -83,16 +63,16 @@ def test_a_job_never_resumed_waits_the_settle() -> None:
     ids=["no-start-time", "no-suspended-condition"],
 )
 def test_a_job_the_job_controller_has_not_acted_on_waits_the_settle(started: bool, suspended_condition: bool) -> None:
-    assert _judge(_job(label=ADMISSION, started=started, suspended_condition=suspended_condition)) is not None
+    assert _judge(child_job(label=ADMISSION, started=started, suspended_condition=suspended_condition)) is not None
 
 
 def test_a_finished_job_needs_nothing_more() -> None:
-    assert _judge(_job(label=ADMISSION - 1, started=True, suspended_condition=False, finished=True)) is None
+    assert _judge(child_job(label=ADMISSION - 1, started=True, suspended_condition=False, finished=True)) is None
 
 
 def test_an_execution_started_less_than_the_settle_before_the_hold_waits_the_settle() -> None:
     recent = HOLD - timedelta(seconds=DEFAULT_SETTLE_SECONDS - 1)
-    assert _judge(_job(label=ADMISSION, started=True, suspended_condition=True), started=recent) is not None
+    assert _judge(child_job(label=ADMISSION, started=True, suspended_condition=True), started=recent) is not None
 
 
 # --- the settle counts from when the hold reached the JobSet and the Jobs ------------------------------------
@@ -116,7 +96,7 @@ def _settle_left(
     if status_changed is not None:
         entries.append(_changed(status_changed, "status"))
     body["metadata"]["managedFields"] = entries
-    job = _job(label=ADMISSION - 1, started=True, suspended_condition=True)
+    job = child_job(label=ADMISSION - 1, started=True, suspended_condition=True)
     record = ExecutionPods(ADMISSION, {}, since=since, started=since - timedelta(seconds=5))
     verdict = judge_hold(held, HoldEvidence(body, {f"{NAME}-node-0": job}, record, SERVER_NOW), ADMISSION)
     if verdict is None:
