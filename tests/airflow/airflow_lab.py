@@ -36,7 +36,9 @@ WAIT_BOUND = 60.0
 
 @dataclass(frozen=True)
 class Seen:
-    """One request: `phase` is "open" when a watch started, "done" when any request was answered."""
+    """One request: `phase` is "open" when a watch started, "done" when any request was answered. `arrival`
+    numbers the requests in the order they reached the lab, so that a request sent before a mark and answered after
+    it (a watch an earlier test's trigger left, closing late) is not counted as sent since the mark."""
 
     user: str
     agent: str
@@ -45,6 +47,7 @@ class Seen:
     query: Mapping[str, str]
     status: int | str
     phase: str
+    arrival: int = -1
 
     @property
     def watch(self) -> bool:
@@ -71,11 +74,20 @@ class Seen:
 class Probe:
     seen: list[Seen] = field(default_factory=list)
     _changed: threading.Condition = field(default_factory=threading.Condition)
+    _arrivals: int = 0
+    #: for each mark given out, how many entries `seen` held then: an entry of a request that arrived after the
+    #: mark was added after it, so the search for them starts there
+    _offsets: dict[int, int] = field(default_factory=dict)
 
     def _add(self, entry: Seen) -> None:
         with self._changed:
             self.seen.append(entry)
             self._changed.notify_all()
+
+    def _arrived(self) -> int:
+        with self._changed:
+            self._arrivals += 1
+            return self._arrivals - 1
 
     @web.middleware
     async def middleware(self, request: web.Request, handler: Handler) -> web.StreamResponse:
@@ -83,9 +95,11 @@ class Probe:
         if user == ADMIN_USER:
             return await handler(request)
 
+        arrival = self._arrived()
+
         def entry(status: int | str, phase: str = "done") -> Seen:
             agent = request.headers.get("User-Agent", "")
-            return Seen(user, agent, request.method, request.path, dict(request.query), status, phase)
+            return Seen(user, agent, request.method, request.path, dict(request.query), status, phase, arrival)
 
         if request.query.get("watch", "").lower() in ("true", "1"):
             self._add(entry("-", "open"))
@@ -98,18 +112,24 @@ class Probe:
         return response
 
     def mark(self) -> int:
+        """The number of requests that have arrived so far: what `since` and `wait_for` count from."""
         with self._changed:
-            return len(self.seen)
+            self._offsets.setdefault(self._arrivals, len(self.seen))
+            return self._arrivals
+
+    def _sent_since(self, mark: int) -> list[Seen]:
+        return [s for s in self.seen[self._offsets.get(mark, 0) :] if s.arrival >= mark]
 
     def since(self, mark: int) -> list[Seen]:
+        """What the lab saw of the requests that arrived after `mark`, in the order it saw it."""
         with self._changed:
-            return list(self.seen[mark:])
+            return self._sent_since(mark)
 
     def wait_for(self, predicate: Callable[[list[Seen]], bool], mark: int = 0, bound: float = WAIT_BOUND) -> None:
         """Block until `predicate(requests since mark)` holds; fail after `bound` seconds."""
         with self._changed:
-            if not self._changed.wait_for(lambda: predicate(self.seen[mark:]), timeout=bound):
-                raise AssertionError(f"the lab never saw what the test waited for; it saw {self.seen[mark:]}")
+            if not self._changed.wait_for(lambda: predicate(self._sent_since(mark)), timeout=bound):
+                raise AssertionError(f"the lab never saw what the test waited for; it saw {self._sent_since(mark)}")
 
 
 def node_reads(seen: list[Seen], node: str, *, by_trigger: bool) -> int:
