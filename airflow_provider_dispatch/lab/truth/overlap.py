@@ -34,6 +34,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 
 from airflow_provider_dispatch.dispatch.vocabulary import (
     ANNOTATION_ADMISSION,
@@ -226,7 +227,13 @@ class Overlap:
             return f"{record.namespace}/{record.pod} on {record.node} (execution {record.execution}{admitted})"
 
         what = f" ({self.why})" if self.why else ""
-        return f"{one(self.first)} overlaps {one(self.second)}{what} from {self.start} to {self.end}"
+        end = "both still run" if self.end is None else f"until {_lab_time(self.end)}"
+        return f"{one(self.first)} overlaps {one(self.second)}{what} from {_lab_time(self.start)}, {end}"
+
+
+def _lab_time(seconds: float) -> str:
+    """Lab seconds since the epoch as RFC 3339 with milliseconds (overlaps can be shorter than a second)."""
+    return datetime.fromtimestamp(seconds, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 @dataclass
