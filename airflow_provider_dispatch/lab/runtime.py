@@ -31,6 +31,7 @@ from aiohttp import web
 
 from airflow_provider_dispatch.lab.apiserver.auth.auth import Authenticator, Authorizer
 from airflow_provider_dispatch.lab.apiserver.auth.rbac_setup import LabRbac
+from airflow_provider_dispatch.lab.apiserver.impersonation import refuse_impersonation
 from airflow_provider_dispatch.lab.apiserver.registry.admission import AdmissionChain
 from airflow_provider_dispatch.lab.apiserver.registry.crd_objects import CrdObjects
 from airflow_provider_dispatch.lab.apiserver.registry.resources import Registry, default_registry
@@ -125,7 +126,7 @@ class AsyncLab:
             admission=self.admission,
             authenticator=authenticator,
             authorizer=authorizer,
-            middlewares=(*middlewares, crds.middleware),
+            middlewares=(*middlewares, refuse_impersonation, crds.middleware),
             bookmark_interval=bookmark_interval,
         )
         self._host, self._port = host, port

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import base64
 import json
-
 from typing import Any
 
 import pytest

@@ -110,8 +110,11 @@ class LabApiServer:
     async def _date_header(self, request: web.Request, response: web.StreamResponse) -> None:
         """Every answer's `Date` is the lab clock's, as a real API server's is its clock (Go's net/http sets it
         on every response): clients that judge elapsed time by the server's clock (dispatch's settle) see lab
-        time, which may run faster than the wall clock."""
+        time, which may run faster than the wall clock. And `Cache-Control: no-cache, private` unless the answer
+        set one, as the apiserver's `WithCacheControl` filter does (k8s.io/apiserver v0.36.3
+        `pkg/endpoints/filters/cachecontrol.go`): without it kubectl's HTTP cache served an earlier answer again."""
         response.headers["Date"] = format_date_time(self.clock.now())
+        response.headers.setdefault("Cache-Control", "no-cache, private")
 
     # ---------------------------------------------------------------------------------------- middleware
 
