@@ -10,21 +10,29 @@ TrainJob run once, broken (exit 1) for one resumed while a pod of its first exec
 
 from __future__ import annotations
 
+import functools
 import json
+import math
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import kubernetes
 import pytest
+import yaml
 from click.testing import CliRunner, Result
 from served_lab import Served, serve, stop
 
 from airflow_provider_dispatch.cli import main
+from airflow_provider_dispatch.dispatch import DispatchAdapter
+from airflow_provider_dispatch.dispatch.assessment import Execution
+from airflow_provider_dispatch.dispatch.errors import HoldSettlingError, SuspensionNotObservedError
 from airflow_provider_dispatch.dispatch.vocabulary import TAINT_OUT_OF_SERVICE
 from airflow_provider_dispatch.lab.scenario import manifests
 
 Obj = dict[str, Any]
+EXAMPLES = Path(__file__).resolve().parents[2] / "docs" / "examples"
 TRAINER = ("trainer.kubeflow.org", "v1alpha1")
 WAIT = 60  # wall seconds: a failure bound only, every wait ends on the state it watches for
 
@@ -182,7 +190,7 @@ def test_the_verdict_holds_for_one_execution_and_breaks_for_two_at_once(lab: Ser
     held = lab.run("verdict", "default/once")
     assert held.exit_code == 0, held.output
     lines = held.stdout.splitlines()
-    assert lines[0] == "   admissions of default/once: None"
+    assert lines[0] == "   admissions of default/once: -"  # admitted by its create, not by dispatch
     assert lines[1].startswith("   execution 1 ran: ")
     assert lines[2:] == [
         "   overlaps between executions: 0",
@@ -258,3 +266,76 @@ def test_a_server_that_is_no_lab_is_named() -> None:
     assert done.stderr == (
         f"Error: {url} serves no lab controls (/lab/nodes is not found there): is it `dispatch lab serve`?\n"
     )
+
+
+def condition(obj: Obj, kind: str) -> str | None:
+    return next((c["status"] for c in (obj.get("status") or {}).get("conditions") or [] if c["type"] == kind), None)
+
+
+def open_by_dispatch(lab: ServedLab, manifest: Obj) -> Execution:
+    """dispatch's open as the writer, as an operator retries it: after Trainer observed the hold, and after the
+    hold settled (the lab clock moved past it)."""
+    custom = kubernetes.client.CustomObjectsApi(lab.admin)
+    trainjobs = functools.partial(custom.list_namespaced_custom_object, *TRAINER, "default", "trainjobs")
+    functools.update_wrapper(trainjobs, custom.list_namespaced_custom_object)
+    name = manifest["metadata"]["name"]
+    with DispatchAdapter.from_kubeconfig(lab.served.kubeconfigs["writer"]) as adapter:
+        for _ in range(30):
+            settle: float | None = None
+            try:
+                return adapter.open(manifest)
+            except HoldSettlingError as error:
+                settle = error.seconds_left
+            except SuspensionNotObservedError:
+                settle = None
+            if settle is not None:
+                advanced = lab.run("clock", "advance", str(math.ceil(settle) + 1))
+                assert advanced.exit_code == 0, advanced.output
+                continue
+            # Trainer, JobSet and the Job controller take the hold on in turn: wait for Trainer's mark, or when it is
+            # there, for the next write to the Jobs (a few seconds at most, then ask again: it may be behind us)
+            current = custom.get_namespaced_custom_object(*TRAINER, "default", "trainjobs", name)
+            if condition(current, "Suspended") != "True":
+                lab.wait_for(
+                    trainjobs, lambda tj: condition(tj, "Suspended") == "True", field_selector=f"metadata.name={name}"
+                )
+                continue
+            jobs = kubernetes.client.BatchV1Api(lab.admin)
+            version = jobs.list_namespaced_job("default").metadata.resource_version
+            selector = f"jobset.sigs.k8s.io/jobset-name={name}"
+            for _event in kubernetes.watch.Watch().stream(
+                jobs.list_namespaced_job,
+                "default",
+                label_selector=selector,
+                resource_version=version,
+                timeout_seconds=5,
+            ):
+                break
+    raise AssertionError(f"dispatch could not open {name} in 30 attempts")
+
+
+def test_the_documented_flaky_runtime_fails_submission_1_and_completes_submission_2(lab: ServedLab) -> None:
+    """docs/examples/lab-flaky-runtime.yaml (docs/lab.md, "Workload annotations"): 60 lab seconds of training,
+    then exit 3 in submission 1 and 0 in submission 2, the TrainJob Failed then Complete."""
+    custom = kubernetes.client.CustomObjectsApi(lab.admin)
+    runtime = yaml.safe_load((EXAMPLES / "lab-flaky-runtime.yaml").read_text())
+    custom.create_cluster_custom_object(*TRAINER, "clustertrainingruntimes", runtime)
+    trainjobs = functools.partial(custom.list_namespaced_custom_object, *TRAINER, "default", "trainjobs")
+    functools.update_wrapper(trainjobs, custom.list_namespaced_custom_object)
+    for submission, ending, code in (("1", "Failed", 3), ("2", "Complete", 0)):
+        name = f"flaky-{submission}"
+        manifest = manifests.trainjob(name, job_id="flaky", submission=submission, runtime="flaky-first", num_nodes=1)
+        manifest["metadata"]["namespace"] = "default"
+        assert open_by_dispatch(lab, manifest) == Execution("flaky", submission, 1)
+        selector = f"jobset.sigs.k8s.io/jobset-name={name}"
+        pod = lab.wait_for(
+            lab.core.list_namespaced_pod,
+            lambda p: p["status"].get("phase") == "Running",
+            namespace="default",
+            label_selector=selector,
+        )
+        assert lab.run("clock", "advance", "60").exit_code == 0
+        outcome = functools.partial(lambda tj, kind: condition(tj, kind) == "True", kind=ending)
+        lab.wait_for(trainjobs, outcome, field_selector=f"metadata.name={name}")
+        ended = lab.core.read_namespaced_pod(pod["metadata"]["name"], "default")
+        assert ended.status.container_statuses[0].state.terminated.exit_code == code

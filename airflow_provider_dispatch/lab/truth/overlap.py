@@ -223,8 +223,14 @@ class Overlap:
 
     def describe(self) -> str:
         def one(record: ProcessRecord) -> str:
-            admitted = f", admission {record.admission}" if record.admission is not None else ""
-            return f"{record.namespace}/{record.pod} on {record.node} (execution {record.execution}{admitted})"
+            seen = f"admission {record.admission}" if record.admission is not None else "no admission seen"
+            key = record.execution
+            labels = (
+                f"; labels: job id {key.job_id or '-'}, submission {key.submission or '-'}, A {key.admission or '-'}"
+                if key != ExecutionKey("", "", "")
+                else ""
+            )
+            return f"{record.namespace}/{record.pod} on {record.node} ({seen}{labels})"
 
         what = f" ({self.why})" if self.why else ""
         end = "both still run" if self.end is None else f"until {_lab_time(self.end)}"

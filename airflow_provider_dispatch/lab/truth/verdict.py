@@ -51,8 +51,9 @@ class TrainJobVerdict:
         return not (self.overlaps or self.rank_overlaps or self.attempt_overlaps)
 
     def lines(self, indent: str = "   ") -> list[str]:
-        """The verdict as `dispatch demo` prints it: admissions, what each execution ran, then each overlap."""
-        admitted = ", ".join(str(a) for a in self.admissions) or "none"
+        """The verdict as `dispatch demo` prints it: admissions (each by the admission annotation its write
+        carried, `-` for none: an admission dispatch did not make), what each execution ran, then each overlap."""
+        admitted = ", ".join("-" if a is None else a for a in self.admissions) or "none"
         out = [f"{indent}admissions of {self.ref}: {admitted}"]
         for admission, runs in sorted(self.executions.items()):
             out.append(f"{indent}execution {admission} ran: {', '.join(runs)}")
