@@ -143,6 +143,14 @@ def call(lab: LabConnection, method: str, path: str, body: Obj | None = None, *,
     return answer
 
 
+def send(lab: LabConnection, method: str, path: str, body: Obj | None = None, *, wait: float = 60.0) -> Obj:
+    """`call`, ending the command with the error's line and exit code when the lab did not carry it out."""
+    try:
+        return call(lab, method, path, body, wait=wait)
+    except ControlError as error:
+        _fail(error)
+
+
 def _refusal(error: Any, host: str, path: str) -> ControlError:
     try:
         status = json.loads(error.body or "")
@@ -200,10 +208,7 @@ def _state_command(verb: str, state: str) -> click.Command:
     @click.argument("name", metavar="NODE", callback=_checked_node)
     @connection_options
     def command(name: str, lab: LabConnection) -> None:
-        try:
-            answer = call(lab, "POST", f"/lab/nodes/{name}/state", {"state": state})
-        except ControlError as error:
-            _fail(error)
+        answer = send(lab, "POST", f"/lab/nodes/{name}/state", {"state": state})
         click.echo(_describe_node(answer))
 
     return command
@@ -230,10 +235,7 @@ def fencing(name: str, after_seconds: float | None, off: bool, lab: LabConnectio
     lab.dispatch.phpboyscout.uk/fence-after-seconds)."""
     if off == (after_seconds is not None):
         raise click.UsageError("give exactly one of --after SECONDS and --off")
-    try:
-        answer = call(lab, "POST", f"/lab/nodes/{name}/fencing", {"afterSeconds": after_seconds})
-    except ControlError as error:
-        _fail(error)
+    answer = send(lab, "POST", f"/lab/nodes/{name}/fencing", {"afterSeconds": after_seconds})
     click.echo(_describe_node(answer))
 
 
@@ -242,10 +244,7 @@ def fencing(name: str, after_seconds: float | None, off: bool, lab: LabConnectio
 @connection_options
 def node_list(output: str, lab: LabConnection) -> None:
     """Every node: its machine's lab state, its Ready condition, its taints and the fencing agent's setting."""
-    try:
-        answer = call(lab, "GET", "/lab/nodes")
-    except ControlError as error:
-        _fail(error)
+    answer = send(lab, "GET", "/lab/nodes")
     items = answer.get("items") or []
     if output == "json":
         click.echo(json.dumps(answer, indent=2))
@@ -281,10 +280,7 @@ def pod_exit(ref: tuple[str, str], code: int, lab: LabConnection) -> None:
     """The pod's running process exits now with CODE, on its machine, whether or not the kubelet can tell the API
     (a lost node's process exits; a frozen or powered-off one cannot: refused)."""
     namespace, name = ref
-    try:
-        call(lab, "POST", f"/lab/pods/{namespace}/{name}/exit", {"code": code})
-    except ControlError as error:
-        _fail(error)
+    send(lab, "POST", f"/lab/pods/{namespace}/{name}/exit", {"code": code})
     click.echo(f"pod/{name} in {namespace}: its process exited with code {code}")
 
 
@@ -296,10 +292,7 @@ def pod_termination(ref: tuple[str, str], seconds: float, lab: LabConnection) ->
     """How many lab seconds the pod's process takes to stop after SIGTERM: its running process, and the
     annotation lab.dispatch.phpboyscout.uk/termination-seconds for the processes after it."""
     namespace, name = ref
-    try:
-        call(lab, "POST", f"/lab/pods/{namespace}/{name}/termination-seconds", {"seconds": seconds})
-    except ControlError as error:
-        _fail(error)
+    send(lab, "POST", f"/lab/pods/{namespace}/{name}/termination-seconds", {"seconds": seconds})
     click.echo(f"pod/{name} in {namespace}: stops {seconds:g} lab seconds after SIGTERM")
 
 
@@ -319,10 +312,7 @@ def _show_clock(answer: Mapping[str, Any]) -> None:
 @connection_options
 def clock_show(lab: LabConnection) -> None:
     """Print lab time and its speed."""
-    try:
-        _show_clock(call(lab, "GET", "/lab/clock"))
-    except ControlError as error:
-        _fail(error)
+    _show_clock(send(lab, "GET", "/lab/clock"))
 
 
 @clock.command("advance")
@@ -331,10 +321,7 @@ def clock_show(lab: LabConnection) -> None:
 def clock_advance(seconds: float, lab: LabConnection) -> None:
     """Move lab time forward by SECONDS, in steps of the kubelets' lease renewal (10 s): the healthy kubelets
     heartbeat at each step, so only silent nodes (frozen, lost, powered off) age toward Unknown."""
-    try:
-        _show_clock(call(lab, "POST", "/lab/clock/advance", {"seconds": seconds}, wait=max(130.0, seconds / 10 + 10)))
-    except ControlError as error:
-        _fail(error)
+    _show_clock(send(lab, "POST", "/lab/clock/advance", {"seconds": seconds}, wait=max(130.0, seconds / 10 + 10)))
 
 
 @clock.command("speed")
@@ -342,10 +329,7 @@ def clock_advance(seconds: float, lab: LabConnection) -> None:
 @connection_options
 def clock_speed(speed: float, lab: LabConnection) -> None:
     """Run lab time SPEED times faster than real time from now on (0 stops it: only `advance` moves it)."""
-    try:
-        _show_clock(call(lab, "POST", "/lab/clock/speed", {"speed": speed}))
-    except ControlError as error:
-        _fail(error)
+    _show_clock(send(lab, "POST", "/lab/clock/speed", {"speed": speed}))
 
 
 # ----------------------------------------------------------------------------------------------- verdict

@@ -163,6 +163,11 @@ def test_the_wheel_without_the_extra_runs_the_airflow_layer_and_says_what_the_la
         )
         assert result.stdout == ""
     assert run([dispatch, "status", "--help"], tmp_path).returncode == 0  # a worker's command needs no extra
+    # the controls of a lab served elsewhere need no extra either: past the check, to the lab they cannot reach
+    unreachable = run([dispatch, "lab", "verdict", "--kubeconfig", str(tmp_path / "none.yaml")], tmp_path)
+    assert unreachable.returncode == 3, unreachable.stdout + unreachable.stderr
+    assert unreachable.stderr.startswith("Error: ")
+    assert "needs the lab extra" not in unreachable.stderr
 
 
 def test_the_wheel_with_the_lab_extra_finds_the_demo_dag(lean_venv: tuple[Path, Path], tmp_path: Path) -> None:
