@@ -27,6 +27,7 @@ from airflow_provider_dispatch.demo import (
     render_summary,
     wait_reasons,
 )
+from airflow_provider_dispatch.lab.truth.verdict import TrainJobVerdict
 
 ROOT = Path(__file__).resolve().parents[1]
 DISPATCH = Path(sys.executable).with_name("dispatch")
@@ -80,11 +81,9 @@ def test_drill_report_is_read_from_its_log_line(text: str, expected: dict[str, o
     assert drill_report(log_records(text)) == expected
 
 
-def verdict(**changes: object) -> LabVerdict:
-    found = LabVerdict([], ["1", "2"], {1: ["p on n1"], 2: ["q on n2"]}, ["n1"], {"n1": "Ready=Unknown"})
-    for key, value in changes.items():
-        setattr(found, key, value)
-    return found
+def verdict(overlaps: tuple[str, ...] = (), admissions: tuple[str, ...] = ("1", "2")) -> LabVerdict:
+    trainjob = TrainJobVerdict("default", "drill", admissions, {1: ("p on n1",), 2: ("q on n2",)}, overlaps)
+    return LabVerdict(trainjob, ["n1"], {"n1": "Ready=Unknown"})
 
 
 def test_the_account_says_when_podgc_won_the_race_and_when_the_drill_did_not_finish(tmp_path: Path) -> None:
@@ -97,11 +96,12 @@ def test_the_account_says_when_podgc_won_the_race_and_when_the_drill_did_not_fin
     lines = render_summary(options, report, [], verdict(), tmp_path / "log", {"total": 3.0})
     assert "     the sensor succeeded: drained (PodGC had already removed the pod)" in lines
     assert "   overlaps between executions: 0" in lines
-    unfinished = render_summary(options, None, [], verdict(overlaps=["x overlaps y"]), tmp_path / "log", {})
+    unfinished = render_summary(options, None, [], verdict(overlaps=("x overlaps y",)), tmp_path / "log", {})
     assert "The drill did not finish: no report from the DAG. See the log." in unfinished
     assert unfinished[unfinished.index("   overlaps between executions: 1") + 1] == "     x overlaps y"
     assert verdict().one_at_a_time
-    assert not verdict(admissions=["1", "2", "3"]).one_at_a_time
+    assert not verdict(admissions=("1", "2", "3")).one_at_a_time
+    assert not verdict(overlaps=("x overlaps y",)).one_at_a_time
 
 
 def test_the_demo_refuses_a_folder_without_the_drill(tmp_path: Path) -> None:

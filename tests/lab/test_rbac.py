@@ -7,6 +7,7 @@ words them, 401 `Unauthorized`, SelfSubjectAccessReview reasons as `RBACAuthoriz
 
 from __future__ import annotations
 
+import base64
 import json
 import time
 import uuid
@@ -18,10 +19,17 @@ from typing import Any
 
 import kubernetes
 import pytest
+import yaml
 from kubernetes.client import ApiException
 from servers import SERVERS
 
-from airflow_provider_dispatch.lab.apiserver.auth.rbac_setup import IDENTITIES, LabRbac
+from airflow_provider_dispatch.lab.apiserver.auth.rbac_setup import (
+    IDENTITIES,
+    SERVICE_ACCOUNTS,
+    LabRbac,
+    bootstrap_policy,
+    dispatch_manifests,
+)
 from airflow_provider_dispatch.lab.real import RealCluster
 from airflow_provider_dispatch.lab.real.cluster import write_kubeconfig as write_real_kubeconfig
 from airflow_provider_dispatch.lab.real.processes import wait_for
@@ -754,6 +762,101 @@ def test_self_subject_access_reviews_answer_from_the_same_authorizer(
     identity: str, spec: dict[str, Any], status: dict[str, Any], clients: dict[str, kubernetes.client.ApiClient]
 ) -> None:
     assert _review(clients[identity], spec) == status
+
+
+def test_an_access_review_must_name_one_kind_of_attributes(clients: dict[str, kubernetes.client.ApiClient]) -> None:
+    api = kubernetes.client.AuthorizationV1Api(clients["reader"])
+    code, status = _status(lambda: api.create_self_subject_access_review({"spec": {}}))
+    assert code == 422
+    assert status is not None
+    assert (status["reason"], status["message"]) == (
+        "Invalid",
+        '.authorization.k8s.io "" is invalid: spec.resourceAttributes: Invalid value: null: exactly one of '
+        "nonResourceAttributes or resourceAttributes must be specified",
+    )
+    both = {"resourceAttributes": {"verb": "get", "resource": "pods"}, "nonResourceAttributes": {"path": "/x"}}
+    code, status = _status(lambda: api.create_self_subject_access_review({"spec": both}))
+    assert (code, status and status["message"]) == (
+        422,
+        '.authorization.k8s.io "" is invalid: spec.nonResourceAttributes: Invalid value: {"Path":"/x","Verb":""}: '
+        "cannot be specified in combination with resourceAttributes",
+    )
+
+
+def _token_claims(kubeconfig: Path) -> dict[str, Any]:
+    token = yaml.safe_load(kubeconfig.read_text())["users"][0]["user"]["token"]
+    payload = token.split(".")[1]
+    return dict(json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4))))
+
+
+@pytest.mark.parametrize("identity", IDENTITIES)
+def test_a_self_subject_review_is_the_user_the_token_authenticates(
+    identity: str, rbac_server: RbacServer, clients: dict[str, kubernetes.client.ApiClient]
+) -> None:
+    """What `kubectl auth whoami` shows: the static admin with its token file's uid; a service account with its
+    uid, its groups and its token's id (`JTI=...`)."""
+    review = kubernetes.client.AuthenticationV1Api(clients[identity]).create_self_subject_review({})
+    info = review.status.user_info
+    if identity == "admin":
+        assert (info.username, info.uid, info.groups, info.extra) == (
+            "lab-admin", "lab-admin", ["system:masters", "system:authenticated"], None,
+        )  # fmt: skip
+        return
+    account = _core(clients["admin"]).read_namespaced_service_account(SERVICE_ACCOUNTS[identity], "dispatch-system")
+    assert info.username == LabRbac.username_of(identity)
+    assert info.uid == account.metadata.uid
+    assert info.groups == ["system:serviceaccounts", "system:serviceaccounts:dispatch-system", "system:authenticated"]
+    jti = _token_claims(rbac_server.kubeconfig_for(identity))["jti"]
+    assert info.extra == {"authentication.kubernetes.io/credential-id": [f"JTI={jti}"]}
+    assert review.metadata.creation_timestamp is not None
+
+
+def _applying_rules(user: str, groups: set[str]) -> list[dict[str, Any]]:
+    """The rules of every ClusterRole that a ClusterRoleBinding of the lab's policy (the bootstrap part a client
+    meets, and the project's manifests) binds to `user` or one of `groups`: what RBAC resolves for them."""
+    documents = [*bootstrap_policy(), *dispatch_manifests()]
+    roles = {d["metadata"]["name"]: d.get("rules") or [] for d in documents if d["kind"] == "ClusterRole"}
+    found: list[dict[str, Any]] = []
+    for binding in (d for d in documents if d["kind"] == "ClusterRoleBinding"):
+        for subject in binding.get("subjects") or []:
+            name = subject["name"]
+            if subject["kind"] == "ServiceAccount":
+                name = f"system:serviceaccount:{subject.get('namespace')}:{name}"
+            if (subject["kind"] == "Group" and name in groups) or (subject["kind"] != "Group" and name == user):
+                found.extend(roles[binding["roleRef"]["name"]])
+                break
+    return found
+
+
+def _rule_set(rules: list[dict[str, Any]], *keys: str) -> set[tuple[tuple[str, ...], ...]]:
+    return {tuple(tuple(sorted(rule.get(key) or [])) for key in keys) for rule in rules}
+
+
+@pytest.mark.parametrize("identity", ["reader", "no-nodes"])
+def test_a_self_subject_rules_review_lists_what_rbac_resolves(
+    identity: str, clients: dict[str, kubernetes.client.ApiClient]
+) -> None:
+    """What `kubectl auth can-i --list` shows: every rule bound to the account or its groups, resource rules and
+    non-resource rules apart, in any order (the real server's comes from an informer's map)."""
+    review = kubernetes.client.AuthorizationV1Api(clients[identity]).create_self_subject_rules_review(
+        {"spec": {"namespace": "default"}}
+    )
+    answer = clients[identity].sanitize_for_serialization(review)
+    groups = {"system:serviceaccounts", "system:serviceaccounts:dispatch-system", "system:authenticated"}
+    expected = _applying_rules(LabRbac.username_of(identity), groups)
+    resource_keys = ("verbs", "apiGroups", "resources", "resourceNames")
+    assert _rule_set(answer["status"]["resourceRules"], *resource_keys) == _rule_set(
+        [r for r in expected if r.get("resources")], *resource_keys
+    )
+    assert _rule_set(answer["status"]["nonResourceRules"], "verbs", "nonResourceURLs") == _rule_set(
+        [r for r in expected if r.get("nonResourceURLs")], "verbs", "nonResourceURLs"
+    )
+    assert answer["status"]["incomplete"] is False
+    assert "evaluationError" not in answer["status"]
+    code, status = _status(
+        lambda: kubernetes.client.AuthorizationV1Api(clients[identity]).create_self_subject_rules_review({"spec": {}})
+    )
+    assert (code, status and status["message"]) == (400, "no namespace on request")
 
 
 def test_a_binding_to_a_missing_role_is_the_denial_reason(

@@ -5,8 +5,10 @@ At start the lab applies, through its own API and as its admin (server-side appl
 (`plugin/pkg/auth/authorizer/rbac/bootstrappolicy/policy.go` `ClusterRoles`, `ClusterRoleBindings`; the
 published `testdata/cluster-roles.yaml`): `cluster-admin` bound to `system:masters`; `system:discovery` and
 `system:basic-user` bound to `system:authenticated`; `system:public-info-viewer` bound to
-`system:authenticated` and `system:unauthenticated`. A real apiserver writes those from a post-start hook; the
-controllers' and nodes' roles are left out, because the lab's controllers run as its admin.
+`system:authenticated` and `system:unauthenticated`; `system:service-account-issuer-discovery` bound to
+`system:serviceaccounts` (so `kubectl auth can-i --list` lists for a service account what a cluster lists). A real
+apiserver writes those from a post-start hook; the controllers' and nodes' roles are left out, because the lab's
+controllers run as its admin.
 
 Then it applies the YAML manifests in `rbac_manifests/` (package data, meant to be shipped for real clusters
 too): dispatch's ClusterRoles and the lab's ServiceAccounts with their ClusterRoleBindings; and it issues a
@@ -64,6 +66,10 @@ DISCOVERY_URLS = [
     *("/api", "/api/*", "/apis", "/apis/*", "/healthz", "/livez", "/openapi", "/openapi/*"),
     *("/readyz", "/version", "/version/"),
 ]
+ISSUER_DISCOVERY_URLS = [
+    *("/.well-known/openid-configuration", "/.well-known/openid-configuration/", "/openid/v1/jwks"),
+    "/openid/v1/jwks/",
+]
 _BOOTSTRAP_META = {
     "labels": {"kubernetes.io/bootstrapping": "rbac-defaults"},
     "annotations": {"rbac.authorization.kubernetes.io/autoupdate": "true"},
@@ -113,10 +119,15 @@ def bootstrap_policy() -> list[Obj]:
             "system:public-info-viewer",
             [{"nonResourceURLs": ["/healthz", "/livez", "/readyz", "/version", "/version/"], "verbs": ["get"]}],
         ),
+        _cluster_role(
+            "system:service-account-issuer-discovery",
+            [{"nonResourceURLs": ISSUER_DISCOVERY_URLS, "verbs": ["get"]}],
+        ),
         _group_binding("cluster-admin", PRIVILEGED_GROUP),
         _group_binding("system:discovery", authenticated),
         _group_binding("system:basic-user", authenticated),
         _group_binding("system:public-info-viewer", authenticated, unauthenticated),
+        _group_binding("system:service-account-issuer-discovery", "system:serviceaccounts"),
     ]
 
 
@@ -167,7 +178,7 @@ class LabRbac:
         self.admin_tokens = tuple(admin_tokens)
         if not self.admin_tokens:
             raise ValueError("the lab needs an admin token to provision RBAC through its API")
-        admin = UserInfo(ADMIN_USER, (PRIVILEGED_GROUP,))
+        admin = UserInfo(ADMIN_USER, (PRIVILEGED_GROUP,), uid=ADMIN_USER)  # as the real cluster's token file says
         self.service_accounts = ServiceAccountTokens(store, clock)
         self.authenticator = TokenAuthenticator(
             StaticTokens(dict.fromkeys(self.admin_tokens, admin)), self.service_accounts
