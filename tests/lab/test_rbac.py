@@ -18,6 +18,7 @@ from typing import Any
 
 import kubernetes
 import pytest
+from api_answers import answer_of, expect_answer
 from kubernetes.client import ApiException
 from servers import SERVERS
 
@@ -273,12 +274,14 @@ def test_each_identity_can_do_exactly_its_verbs(
     rbac_server: RbacServer, identity: str, clients: dict[str, kubernetes.client.ApiClient], ns: str
 ) -> None:
     api = clients[identity]
-    outcomes = {name: _status(partial(call, api, ns))[0] for name, (call, _) in CALLS.items()}
+    answers = {name: _status(partial(call, api, ns)) for name, (call, _) in CALLS.items()}
     allowed = {name: code for name, (_, code) in CALLS.items()}
     if rbac_server.name == "real":
         allowed["get jobset"] = 200  # the real Trainer built the TrainJob's JobSet; the lab here runs no Trainer
     expected = {name: (allowed[name] if name in ALLOWED[identity] else 403) for name in CALLS}
-    assert outcomes == expected
+    outcomes = {name: code for name, (code, _) in answers.items()}
+    unexpected = {name: str(answer_of(answers[name])) for name in CALLS if outcomes[name] != expected[name]}
+    assert outcomes == expected, unexpected
 
 
 # ------------------------------------------------------------------------------------------------ 403 bodies
@@ -350,8 +353,7 @@ def test_each_identity_can_do_exactly_its_verbs(
 def test_forbidden_bodies_are_the_apiservers(
     identity: str, call: str, body: dict[str, Any], clients: dict[str, kubernetes.client.ApiClient], ns: str
 ) -> None:
-    status, answer = _status(lambda: CALLS[call][0](clients[identity], ns))
-    assert status == 403
+    answer = expect_answer(_status(lambda: CALLS[call][0](clients[identity], ns)), 403)
     assert answer == json.loads(json.dumps(body).replace("{ns}", ns))
 
 
@@ -382,9 +384,7 @@ WRITES: list[tuple[str, Call]] = [
 def test_the_reader_is_refused_every_write(
     write: str, call: Call, clients: dict[str, kubernetes.client.ApiClient], ns: str
 ) -> None:
-    status, body = _status(lambda: call(clients["reader"], ns))
-    assert status == 403, write
-    assert body is not None
+    body = expect_answer(_status(lambda: call(clients["reader"], ns)), 403, "Forbidden")
     assert f'User "{READER}" cannot ' in body["message"]
 
 
@@ -433,7 +433,7 @@ def test_a_service_account_token_dies_with_its_account(
     admin.create_namespaced_service_account(ns, {"metadata": {"name": "short-lived"}})
     token = rbac_server.issue(ns, "short-lived")
     api = _client_with_token(rbac_server, token, tmp_path)
-    assert _status(lambda: kubernetes.client.VersionApi(api).get_code())[0] == 200
+    expect_answer(_status(lambda: kubernetes.client.VersionApi(api).get_code()), 200)
     admin.delete_namespaced_service_account("short-lived", ns)
     # The lab refuses the token at once. The real API server caches a successful token authentication for 10 s
     # (`kubeapiserver/options/authentication.go`, `TokenSuccessCacheTTL`) and finds the account gone through its
@@ -452,16 +452,14 @@ def test_anonymous_requests_see_public_info_only(rbac_server: RbacServer) -> Non
     configuration.ssl_ca_cert = rbac_server.ca_file
     configuration.retries = 0
     api = kubernetes.client.ApiClient(configuration)
-    assert _status(lambda: kubernetes.client.VersionApi(api).get_code())[0] == 200
+    expect_answer(_status(lambda: kubernetes.client.VersionApi(api).get_code()), 200)
     status, body = _status(lambda: kubernetes.client.CoreApi(api).get_api_versions())  # GET /api/
     assert (status, body and body["reason"], body and body["message"]) == (
         403,
         "Forbidden",
         'forbidden: User "system:anonymous" cannot get path "/api/"',
     )
-    status, body = _status(lambda: _core(api).list_namespaced_pod("default"))
-    assert status == 403
-    assert body is not None
+    body = expect_answer(_status(lambda: _core(api).list_namespaced_pod("default")), 403, "Forbidden")
     assert body["message"] == (
         'pods is forbidden: User "system:anonymous" cannot list resource "pods" in API group "" in the namespace '
         '"default"'
@@ -499,11 +497,11 @@ def _becomes(server: RbacServer, call: Callable[[], Any], code: int) -> None:
     API server when its RBAC authorizer's informers have seen them (milliseconds here; docs/fidelity.md)."""
     deadline = time.monotonic() + (10.0 if server.name == "real" else 0.0)
     while True:
-        status = _status(call)[0]
-        if status == code or time.monotonic() >= deadline:
+        answer = _status(call)
+        if answer[0] == code or time.monotonic() >= deadline:
             break
         time.sleep(0.05)  # a poll interval: each try asks the server again
-    assert status == code
+    expect_answer(answer, code)
 
 
 def _binding(name: str, role_kind: str, role: str, subjects: list[dict[str, str]]) -> dict[str, Any]:
@@ -775,8 +773,7 @@ def test_a_binding_to_a_missing_role_is_the_denial_reason(
             break
         time.sleep(0.05)  # a poll interval: each try asks the server again
     assert review == {"allowed": False, "reason": reason}
-    code, status = _status(lambda: _core(runner).list_namespaced_pod(ns))
-    assert code == 403
+    status = expect_answer(_status(lambda: _core(runner).list_namespaced_pod(ns)), 403)
     assert status["message"].endswith(f": {reason}")  # the apiserver appends the authorizer's reason
 
 
@@ -784,10 +781,7 @@ def test_a_binding_to_a_missing_role_is_the_denial_reason(
 
 
 def _invalid(call: Callable[[], Any]) -> str:
-    status, body = _status(call)
-    assert status == 422
-    assert body is not None
-    assert body["reason"] == "Invalid"
+    body = expect_answer(_status(call), 422, "Invalid")
     return str(body["message"])
 
 
