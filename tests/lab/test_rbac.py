@@ -85,14 +85,17 @@ def rbac_lab() -> Iterator[Lab]:
 
 
 @pytest.fixture(scope="module", params=SERVERS)
-def rbac_server(request: pytest.FixtureRequest) -> RbacServer:
+def rbac_server(request: pytest.FixtureRequest) -> Iterator[RbacServer]:
     if request.param == "lab":
         server = _lab_server(request.getfixturevalue("rbac_lab"))
     else:
         server = _real_server(request.getfixturevalue("real_cluster"))
     with kubernetes.client.ApiClient(_configuration(server.kubeconfig_for("admin"))) as admin:
-        # A node nothing may be scheduled on (on the real cluster, the scheduler would otherwise place pods there)
-        node = manifests.node("n1")
+        # A node nothing may be scheduled on (on the real cluster, the scheduler would otherwise place pods there).
+        # A name of its own, gone after the module: the real cluster is the session's, and the conformance tests
+        # bind pods to a node "n1" that must not exist there (a node without a kubelet goes Unknown, is tainted
+        # and has its pods evicted).
+        node = manifests.node("rbac-node")
         node["spec"] = {"unschedulable": True}
         for create in (
             lambda: kubernetes.client.CoreV1Api(admin).create_node(node),
@@ -105,7 +108,13 @@ def rbac_server(request: pytest.FixtureRequest) -> RbacServer:
             except ApiException as error:
                 if error.status != 409:  # the real cluster is the session's: made by an earlier module
                     raise
-    return server
+    yield server
+    with kubernetes.client.ApiClient(_configuration(server.kubeconfig_for("admin"))) as admin:
+        try:
+            kubernetes.client.CoreV1Api(admin).delete_node("rbac-node")
+        except ApiException as error:
+            if error.status != 404:
+                raise
 
 
 def _configuration(kubeconfig: Path) -> kubernetes.client.Configuration:
@@ -201,7 +210,7 @@ def _replace_trainjob(api: kubernetes.client.ApiClient, ns: str) -> Any:
 CALLS: dict[str, tuple[Call, int]] = {
     # name: (call, HTTP status when allowed)
     "list nodes": (lambda api, ns: _core(api).list_node(), 200),
-    "get node": (lambda api, ns: _core(api).read_node("n1"), 200),
+    "get node": (lambda api, ns: _core(api).read_node("rbac-node"), 200),
     "watch nodes": (lambda api, ns: _core(api).list_node(watch=True, _preload_content=False, timeout_seconds=1), 200),
     "list pods": (lambda api, ns: _core(api).list_namespaced_pod(ns), 200),
     "watch pods": (
@@ -210,6 +219,8 @@ CALLS: dict[str, tuple[Call, int]] = {
     ),
     "get trainjob": (lambda api, ns: _custom(api).get_namespaced_custom_object(*TRAINER, ns, "trainjobs", "ft"), 200),
     "list trainjobs": (lambda api, ns: _custom(api).list_namespaced_custom_object(*TRAINER, ns, "trainjobs"), 200),
+    # before "delete trainjob": on the real cluster the garbage collector then deletes the JobSet, at its own pace
+    "get jobset": (lambda api, ns: _custom(api).get_namespaced_custom_object(*JOBSET, ns, "jobsets", "ft"), 404),
     "create trainjob": (
         lambda api, ns: _custom(api).create_namespaced_custom_object(
             *TRAINER, ns, "trainjobs", manifests.trainjob("t2")
@@ -227,7 +238,6 @@ CALLS: dict[str, tuple[Call, int]] = {
         lambda api, ns: _custom(api).delete_namespaced_custom_object(*TRAINER, ns, "trainjobs", "ft"),
         200,
     ),
-    "get jobset": (lambda api, ns: _custom(api).get_namespaced_custom_object(*JOBSET, ns, "jobsets", "ft"), 404),
     "get runtime": (
         lambda api, ns: _custom(api).get_cluster_custom_object(
             *TRAINER, "clustertrainingruntimes", "torch-distributed"
@@ -303,10 +313,10 @@ def test_each_identity_can_do_exactly_its_verbs(
             "no-nodes",
             "get node",
             forbidden_body(
-                f'nodes "n1" is forbidden: User "{NO_NODES}" cannot get resource "nodes" in API group "" at the '
+                f'nodes "rbac-node" is forbidden: User "{NO_NODES}" cannot get resource "nodes" in API group "" at the '
                 "cluster scope",
                 "nodes",
-                "n1",
+                "rbac-node",
             ),
         ),
         (
@@ -359,9 +369,9 @@ def test_forbidden_bodies_are_the_apiservers(
 
 WRITES: list[tuple[str, Call]] = [
     ("create node", lambda api, ns: _core(api).create_node(manifests.node("n9"))),
-    ("patch node", lambda api, ns: _core(api).patch_node("n1", {"metadata": {"labels": {"x": "y"}}})),
-    ("patch node status", lambda api, ns: _core(api).patch_node_status("n1", {"status": {}})),
-    ("delete node", lambda api, ns: _core(api).delete_node("n1")),
+    ("patch node", lambda api, ns: _core(api).patch_node("rbac-node", {"metadata": {"labels": {"x": "y"}}})),
+    ("patch node status", lambda api, ns: _core(api).patch_node_status("rbac-node", {"status": {}})),
+    ("delete node", lambda api, ns: _core(api).delete_node("rbac-node")),
     ("create pod", CALLS["create pod"][0]),
     ("delete pods", CALLS["delete pods"][0]),
     ("create trainjob", CALLS["create trainjob"][0]),
@@ -389,14 +399,14 @@ def test_the_reader_is_refused_every_write(
 
 
 def test_no_nodes_cannot_reach_node_status_either(clients: dict[str, kubernetes.client.ApiClient]) -> None:
-    status, body = _status(lambda: _core(clients["no-nodes"]).read_node_status("n1"))
+    status, body = _status(lambda: _core(clients["no-nodes"]).read_node_status("rbac-node"))
     assert (status, body) == (
         403,
         forbidden_body(
-            f'nodes "n1" is forbidden: User "{NO_NODES}" cannot get resource "nodes/status" in API group "" at '
+            f'nodes "rbac-node" is forbidden: User "{NO_NODES}" cannot get resource "nodes/status" in API group "" at '
             "the cluster scope",
             "nodes",
-            "n1",
+            "rbac-node",
         ),
     )
 
@@ -719,7 +729,7 @@ def _review(api: kubernetes.client.ApiClient, spec: dict[str, Any]) -> dict[str,
                 'to ServiceAccount "dispatch-writer/dispatch-system"',
             },
         ),
-        ("no-nodes", {"resourceAttributes": {"verb": "get", "resource": "nodes", "name": "n1"}},
+        ("no-nodes", {"resourceAttributes": {"verb": "get", "resource": "nodes", "name": "rbac-node"}},
          {"allowed": False}),
         ("reader", {"resourceAttributes": {"verb": "patch", "group": "trainer.kubeflow.org", "resource": "trainjobs",
                                            "namespace": "ml"}}, {"allowed": False}),
