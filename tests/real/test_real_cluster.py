@@ -12,6 +12,7 @@ from typing import Any
 
 import kubernetes
 import pytest
+from api_answers import expect_answer
 from kubernetes.client.exceptions import ApiException
 
 from airflow_provider_dispatch.lab.real import RealCluster
@@ -81,12 +82,12 @@ def test_identities_have_the_labs_rbac(
     update_as("writer")
     with pytest.raises(ApiException) as refused:
         update_as("reader")
-    assert refused.value.status == 403
+    expect_answer(refused.value, 403)
 
     assert kubernetes.client.CoreV1Api(identity_clients["writer"]).read_node("node-1").metadata.name == "node-1"
     with pytest.raises(ApiException) as no_nodes:
         kubernetes.client.CoreV1Api(identity_clients["no-nodes"]).read_node("node-1")
-    assert no_nodes.value.status == 403
+    expect_answer(no_nodes.value, 403)
     update_as("no-nodes")  # the writer's TrainJob rights, without the node reader's
 
 
