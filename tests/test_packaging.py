@@ -1,7 +1,8 @@
 """The wheel a release is built from: what `pip install airflow-provider-dispatch` puts on a machine.
 
-The quickstart and the lab need package data besides the code: the upstream CRDs the lab serves, the RBAC
-manifests the docs tell operators to apply, `py.typed`, and the `dispatch` console script and Airflow's provider
+The quickstart and the lab need package data besides the code: the upstream CRDs the lab serves, dispatch's
+ClusterRoles (deploy/rbac/, mapped into the package by hatch's `force-include`) and the lab's identities,
+`py.typed`, and the `dispatch` console script and Airflow's provider
 entry point, and the example DAGs inside the package (hatch's `force-include` maps the repository's top-level
 `example_dags/` there, where `dispatch demo` finds them). The metadata must render on PyPI (Markdown readme) and
 carry no invented URLs. (hatchling leaves out what .gitignore names, caches included.)
@@ -47,6 +48,11 @@ def test_wheel_has_the_package_data(wheel: zipfile.ZipFile) -> None:
     assert len(data) >= 10
     for path in data:
         assert path.relative_to(ROOT).as_posix() in names
+    # deploy/rbac/ ships inside the package (force-include), where the lab finds dispatch's ClusterRoles
+    roles = sorted(p.name for p in (ROOT / "deploy" / "rbac").glob("*.yaml"))
+    assert "dispatch-clusterroles.yaml" in roles
+    for name in roles:
+        assert f"airflow_provider_dispatch/deploy/rbac/{name}" in names
     assert "airflow_provider_dispatch/py.typed" in names
     assert "airflow_provider_dispatch/cli.py" in names
     dags = sorted(p.name for p in (ROOT / "example_dags").glob("*.py"))
@@ -65,7 +71,7 @@ def test_wheel_metadata(wheel: zipfile.ZipFile) -> None:
     assert "Framework :: Apache Airflow :: Provider" in metadata.get_all("Classifier")
     assert metadata.get_all("Project-URL") is None, "project.urls must name real pages only"
     assert metadata.get_payload().startswith("# airflow-provider-dispatch")
-    assert set(metadata.get_all("Provides-Extra")) == {"lab", "test", "docs"}
+    assert set(metadata.get_all("Provides-Extra")) == {"lab", "controller", "test", "docs"}
     requirements = [Requirement(r) for r in metadata.get_all("Requires-Dist")]
     core = {r.name.lower().replace("_", "-") for r in requirements if r.marker is None}
     assert core == {
