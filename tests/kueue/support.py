@@ -155,6 +155,8 @@ class ControllerTraffic:
 
     async def _handle(self, request: web.Request, handler: Handler) -> web.StreamResponse:
         gate = next((g for g in self.gates if g.matches(request)), None)
+        if gate is not None:
+            await request.read()  # the whole request has arrived (aiohttp keeps the bytes for the handler)
         if gate is not None and not await gate.hold():
             raise ConnectionResetError("dropped by the test after killing the controller")
         loss = next((g for g in self.losses if g.matches(request)), None)
@@ -229,6 +231,19 @@ class RunningController:
 
         self.instance = self.lab.run(go, timeout + 5)
         return self
+
+    def wait_leading(self, timeout: float = 30.0) -> None:
+        """Return once this replica leads and its term's caches are filled."""
+        instance = self.instance
+        assert instance is not None
+
+        async def leading() -> None:
+            async with asyncio.timeout(timeout):
+                await instance.running.term.wait()
+                assert instance.controller is not None
+                await instance.controller.ready.wait()
+
+        self.lab.run(leading, timeout + 5)
 
     @property
     def leads(self) -> bool:
