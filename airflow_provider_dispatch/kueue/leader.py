@@ -9,7 +9,9 @@ controlplane/, the package controller-runtime, Kueue, JobSet and Trainer elect w
   (`observedTime`). The record's own times (`renewTime`) are never compared with a local clock, so clock skew
   between machines does not matter, only their rates (client-go's package comment).
 * **renew**: the leader renews every `retry_period`; each renewal keeps trying for at most `renew_deadline`, each
-  attempt bounded by what is left of it. When none succeeded by then, it stops leading (`renew` returns).
+  attempt bounded by what is left of it. When none succeeded by then, it stops leading (`renew` returns). One
+  thing more than client-go: a leader that reads the Lease held by another (it was paused past its lease) stops
+  at once rather than at the deadline.
 * **release**: on a graceful stop the leader writes the Lease free (no holder, `leaseDurationSeconds: 1`), so the
   other replica takes over at its next try instead of after `lease_duration` (`ReleaseOnCancel`).
 * every write of the Lease is a PUT conditional on the resourceVersion read (or a create), so two candidates
@@ -179,14 +181,16 @@ class LeaderElector:
                 left = self.config.renew_deadline - (self.monotonic() - started)
                 if left > 0 and await self._attempt(left):
                     break
+                taken = self.holder not in ("", self.config.identity)
                 left = self.config.renew_deadline - (self.monotonic() - started)
-                if left <= self.config.retry_period:
+                if taken or left <= self.config.retry_period:
                     self.leading = False
                     logger.warning(
-                        "failed to renew the leader lease %s within %g s: stopped leading",
-                        self._describe(),
-                        self.config.renew_deadline,
-                        extra={"identity": self.config.identity},
+                        "stopped leading: %s",
+                        f"the Lease {self._describe()} is held by {self.holder}"
+                        if taken
+                        else f"the Lease {self._describe()} was not renewed within {self.config.renew_deadline:g} s",
+                        extra={"identity": self.config.identity, "leader": self.holder},
                     )
                     return
                 await self.clock.sleep(self.config.retry_period)
