@@ -116,3 +116,13 @@ def test_the_command_refuses_options_that_cannot_work(args: list[str], message: 
     result = CliRunner().invoke(dispatch_cli, ["admission-controller", *args])
     assert result.exit_code == 2
     assert message in result.output
+
+
+def test_metrics_without_the_controller_extra_stop_before_anything_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    from airflow_provider_dispatch.kueue import endpoints
+
+    monkeypatch.setattr(endpoints, "metrics_available", lambda: False)
+    result = CliRunner().invoke(dispatch_cli, ["admission-controller", "--http-bind-address", ":8080"])
+    assert result.exit_code == 4
+    assert "needs the controller extra (missing: prometheus-client)" in result.output
+    assert "pip install 'airflow-provider-dispatch[controller]'" in result.output

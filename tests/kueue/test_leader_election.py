@@ -28,6 +28,8 @@ import kubernetes
 import pytest
 import yaml
 
+from airflow_provider_dispatch.kueue.api import ApiCallError
+from airflow_provider_dispatch.kueue.checks import ADMISSION_CHECK
 from airflow_provider_dispatch.kueue.leader import ElectionConfig
 from airflow_provider_dispatch.lab.apiserver.auth.rbac_setup import IDENTITY_NAMESPACE, apply_documents
 from airflow_provider_dispatch.lab.client import LabClient
@@ -58,6 +60,7 @@ WAITING = "waiting for pods of the previous execution to go: "
 TIMEOUT = 30.0
 TRAINER = ("trainer.kubeflow.org", "v1alpha1")
 LEASE_SECONDS = 300.0
+RENEW_SECONDS = 200.0
 Obj = dict[str, Any]
 
 
@@ -67,7 +70,7 @@ def election(identity: str) -> ElectionConfig:
         identity=identity,
         name=LEASE_NAME,
         lease_duration=LEASE_SECONDS,
-        renew_deadline=200.0,
+        renew_deadline=RENEW_SECONDS,
         retry_period=40.0,
     )
 
@@ -235,3 +238,43 @@ def test_a_paused_old_leaders_stale_verdict_is_refused_after_the_standby_took_ov
     assert not admitted(waiting)
     assert admission_of(steps.trainjob(name)) == "1"
     assert steps.scenario.overlaps(steps.namespace, name) == []
+
+
+def test_a_leader_that_has_not_renewed_within_the_renew_deadline_sends_no_write(
+    steps: Steps, kueue_lab: Lab, replicas: list[Any], traffic: ControllerTraffic
+) -> None:
+    """What a leader sees when it wakes from a pause longer than the renew deadline (its clock moved on, its Lease
+    did not): before its renewal can even run, a write it was about to send is refused unsent (the write permit,
+    kueue/leader.py). The lab clock's jump and the write happen in one turn of the lab's loop."""
+    setup = steps.queues()
+    [check] = setup.admission_checks
+    leader = RunningController(kueue_lab, options(check), None, election("replica-1")).start()
+    replicas.append(leader)
+    instance = leader.instance
+    assert instance is not None
+    path = f"/apis/kueue.x-k8s.io/v1beta2/admissionchecks/{check}/status"
+
+    def patches() -> int:
+        return len([c for c in traffic.calls if c.method == "PATCH" and c.path == path])
+
+    async def woken() -> tuple[bool, bool, str]:
+        elector, controller = instance.running.elector, instance.controller
+        assert elector is not None
+        assert controller is not None
+        before = elector.may_write()
+        kueue_lab.inner.clock.advance(RENEW_SECONDS + 1)
+        after = elector.may_write()
+        body = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "AdmissionCheck", "metadata": {"name": check}}
+        try:
+            await controller.api.apply_status(ADMISSION_CHECK, body, "dispatch-admission-controller")
+        except ApiCallError as error:
+            return before, after, str(error)
+        return before, after, "sent"
+
+    sent = kueue_lab.call(patches)
+    before, after, outcome = kueue_lab.run(woken)
+    assert (before, after) == (True, False)
+    assert "not the leader" in outcome
+    assert "no answer" in outcome
+    assert kueue_lab.call(patches) == sent  # nothing reached the server
+    leader.wait_leading()  # its renewal then succeeds (the lease had not run out), and it leads on
