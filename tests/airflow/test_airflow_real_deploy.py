@@ -32,7 +32,7 @@ from airflow_provider_dispatch.dispatch.vocabulary import LABEL_SUBMISSION
 from airflow_provider_dispatch.lab.real import RealCluster
 from airflow_provider_dispatch.lab.simulated.nodes.workload import EXIT_CODE_BY_SUBMISSION, RUN_SECONDS
 
-pytestmark = [pytest.mark.airflow, pytest.mark.slow]
+pytestmark = [pytest.mark.airflow, pytest.mark.slow, pytest.mark.real]
 
 DOC = ROOT / "docs" / "deploy.md"
 AIRFLOW_NAMESPACE = "airflow"

@@ -1,6 +1,7 @@
 """deploy/ on the real control plane: the chart and the kustomization built with the pinned Helm and kustomize,
-applied to the real API server (server-side dry run, then for real), and two replicas of the controller, run with
-the chart's ServiceAccount and arguments, surviving the loss of the leader's node (docs/deploy.md).
+applied to the real API server (a server-side dry run, then `helm install` and `kubectl apply`), and two replicas
+of the controller, run with the installed chart's ServiceAccount and arguments, surviving the loss of the
+leader's node (docs/deploy.md).
 
 The real tier runs no containers (deploy_steps.py), and its controller manager runs no Deployment controller: the
 chart's Deployment and PodDisruptionBudget are applied and stored (their Pods would stay Pending, with a
@@ -51,26 +52,26 @@ Obj = dict[str, Any]
 
 
 class Release:
-    """The chart rendered for one namespace and applied for real; `close` deletes what it made but the shared
-    ClusterRoles (the lab's identities use them too)."""
+    """The chart for one namespace: rendered (`helm template`, every object, the ClusterRoles included), then
+    installed (`helm install` against the real API server, after a server-side dry run of the rendering). The
+    install leaves dispatch's ClusterRoles out (`rbac.createClusterRoles=false`): the cluster has them already, as
+    the lab's identities use them, and Helm installs nothing it does not own. `close` uninstalls."""
 
     def __init__(self, cluster: RealCluster, api: kubernetes.client.ApiClient, tools_bin: Path) -> None:
         self.cluster = cluster
         self.api = api
+        self.helm = tools_bin / "helm"
         self.namespace = unique("dispatch")
         self.name = "dispatch"
         self.check = unique("drained")
         kubernetes.client.CoreV1Api(api).create_namespace({"metadata": {"name": self.namespace}})
-        values = [
-            f"admissionCheck.name={self.check}",
-            f"controller.settleSeconds={SETTLE:g}",
-            *(f"nodeSelector.{key.replace('.', chr(92) + '.')}={value}" for key, value in NOWHERE.items()),
-        ]
-        argv: list[str | Path] = [tools_bin / "helm", "template", self.name, CHART, "--namespace", self.namespace]
-        for value in values:
-            argv += ["--set-string" if value.startswith("nodeSelector") else "--set", value]
-        self.rendered = documents(run(argv))
-        self.applied = False
+        self.values: list[str | Path] = ["--set", f"admissionCheck.name={self.check}"]
+        self.values += ["--set", f"controller.settleSeconds={SETTLE:g}"]
+        for key, value in NOWHERE.items():
+            self.values += ["--set-string", f"nodeSelector.{key.replace('.', chr(92) + '.')}={value}"]
+        where: list[str | Path] = [self.name, CHART, "--namespace", self.namespace]
+        self.rendered = documents(run([self.helm, "template", *where, *self.values]))
+        self.installed = False
 
     @property
     def deployment(self) -> Obj:
@@ -87,15 +88,19 @@ class Release:
         [account] = by_kind(self.rendered, "ServiceAccount")
         return str(account["metadata"]["name"])
 
-    def apply(self) -> None:
+    def install(self) -> str:
+        """The dry run, then `helm install`; returns what Helm printed (its NOTES included)."""
         kubectl(self.cluster, "apply", "--dry-run=server", "-f", "-", stdin=dump(self.rendered))
-        kubectl(self.cluster, "apply", "-f", "-", stdin=dump(self.rendered))
-        self.applied = True
+        kubeconfig = f"--kubeconfig={self.cluster.kubeconfig('admin')}"
+        where: list[str | Path] = [self.name, CHART, "--namespace", self.namespace, kubeconfig]
+        printed = run([self.helm, "install", *where, *self.values, "--set", "rbac.createClusterRoles=false"])
+        self.installed = True
+        return printed
 
     def close(self) -> None:
-        if self.applied:
-            ours = [d for d in self.rendered if d["kind"] != "ClusterRole"]
-            kubectl(self.cluster, "delete", "--ignore-not-found", "--wait=false", "-f", "-", stdin=dump(ours))
+        if self.installed:
+            kubeconfig = f"--kubeconfig={self.cluster.kubeconfig('admin')}"
+            run([self.helm, "uninstall", self.name, "--namespace", self.namespace, kubeconfig])
         kubernetes.client.CoreV1Api(self.api).delete_namespace(self.namespace)
 
 
@@ -110,7 +115,8 @@ def test_the_chart_and_the_kustomization_build_check_and_apply(
     real_cluster: RealCluster, real_admin: kubernetes.client.ApiClient, tools: Path, release: Release
 ) -> None:
     """`helm lint`, `helm template` and `kustomize build`: the same objects, each accepted by the real API server
-    (dry-run=server); the chart's applied for real, and the real controllers act on its Deployment and budget."""
+    (dry-run=server), then each applied for real: the chart by `helm install`, the kustomization by
+    `kubectl apply`."""
     run([tools / "helm", "lint", "--strict", CHART])
     built = documents(run([tools / "kustomize", "build", KUSTOMIZATION]))
     kinds = sorted(d["kind"] for d in built)
@@ -143,7 +149,9 @@ def test_the_chart_and_the_kustomization_build_check_and_apply(
     finally:
         kubectl(real_cluster, "delete", "--ignore-not-found", "-f", "-", stdin=dump(own))
 
-    release.apply()
+    printed = release.install()
+    assert "STATUS: deployed" in printed
+    assert f"kubectl -n {release.namespace} get lease" in printed  # the chart's NOTES
     # stored as rendered: the real tier's controller manager runs no Deployment, ReplicaSet or disruption
     # controller (lab/real/cluster.py KCM_CONTROLLERS), so nothing more happens to them here
     name = release.deployment["metadata"]["name"]
@@ -208,7 +216,7 @@ def test_two_replicas_survive_the_loss_of_the_leaders_node(
     steps: RealSteps,
     tmp_path: Path,
 ) -> None:
-    release.apply()
+    release.install()
     lease_name = release.deployment["metadata"]["name"]  # --leader-election-id: the release's full name
     args = release.args
     settings = {a.split("=", 1)[0]: a.split("=", 1)[1] for a in args if "=" in a}

@@ -76,6 +76,7 @@ class LabAdmissionController:
                 self.running.controller = AdmissionController(
                     adapter, clock, self.options, metrics=self.running.metrics
                 )
+                self.running.term.set()  # without election it leads for as long as it runs
                 self.started.set()
                 await self.running.controller.run()
             else:
