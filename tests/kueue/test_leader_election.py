@@ -253,6 +253,7 @@ def test_a_leader_that_has_not_renewed_within_the_renew_deadline_sends_no_write(
     instance = leader.instance
     assert instance is not None
     path = f"/apis/kueue.x-k8s.io/v1beta2/admissionchecks/{check}/status"
+    steps.wait_admission_check(check, lambda c: is_true(c, "Active"))  # its own first write is done
 
     def patches() -> int:
         return len([c for c in traffic.calls if c.method == "PATCH" and c.path == path])
