@@ -80,7 +80,7 @@ def test_every_page_is_built(site: Path) -> None:
 
 def test_rbac_page_shows_the_shipped_roles(site: Path) -> None:
     text = page_text(site, "rbac.html")
-    manifest = ROOT / "airflow_provider_dispatch/lab/rbac_manifests/clusterroles.yaml"
+    manifest = ROOT / "deploy/rbac/dispatch-clusterroles.yaml"
     roles = [d["metadata"]["name"] for d in yaml.safe_load_all(manifest.read_text()) if d]
     assert roles == ["dispatch-writer", "dispatch-reader", "dispatch-node-reader", "dispatch-admission-controller"]
     for line in manifest.read_text().splitlines():

@@ -28,6 +28,7 @@ from cluster.workload_steps import trainjob_selector, unique
 
 from airflow_provider_dispatch.dispatch import vocabulary as v
 from airflow_provider_dispatch.kueue.controller import AdmissionController, ControllerOptions
+from airflow_provider_dispatch.kueue.leader import ElectionConfig
 from airflow_provider_dispatch.lab.apiserver.auth.rbac_setup import LabRbac
 from airflow_provider_dispatch.lab.apiserver.faults import FaultInjector, FaultRule
 from airflow_provider_dispatch.lab.apiserver.server import USER_KEY
@@ -154,6 +155,8 @@ class ControllerTraffic:
 
     async def _handle(self, request: web.Request, handler: Handler) -> web.StreamResponse:
         gate = next((g for g in self.gates if g.matches(request)), None)
+        if gate is not None:
+            await request.read()  # the whole request has arrived (aiohttp keeps the bytes for the handler)
         if gate is not None and not await gate.hold():
             raise ConnectionResetError("dropped by the test after killing the controller")
         loss = next((g for g in self.losses if g.matches(request)), None)
@@ -195,29 +198,58 @@ class ControllerTraffic:
 class RunningController:
     """The admission check controller on the lab's loop, as the lab's `controller` identity."""
 
-    def __init__(self, lab: Lab, options: ControllerOptions, token: str | None = None) -> None:
+    def __init__(
+        self,
+        lab: Lab,
+        options: ControllerOptions,
+        token: str | None = None,
+        election: ElectionConfig | None = None,
+    ) -> None:
         self.lab = lab
         self.options = options
         if token is None and lab.inner.rbac is not None:
             token = lab.inner.rbac.token_for("controller")
         self.token = token
+        self.election = election
         self.instance: LabAdmissionController | None = None
         self._task: asyncio.Task[None] | None = None
 
-    def start(self, timeout: float = 30.0) -> RunningController:
-        """Start it and return once its Workload and AdmissionCheck caches are filled."""
+    def start(self, timeout: float = 30.0, *, leading: bool = True) -> RunningController:
+        """Start it and return once its Workload and AdmissionCheck caches are filled; with `election`, once it
+        leads and they are filled (`leading`), or at once (a standby)."""
 
         async def go() -> LabAdmissionController:
-            instance = LabAdmissionController(self.lab.inner.context(), self.options, self.token)
+            instance = LabAdmissionController(self.lab.inner.context(), self.options, self.token, self.election)
             self._task = self.lab.inner.spawn(instance.run(), name="dispatch-admission-controller (test)")
             async with asyncio.timeout(timeout):
                 await instance.started.wait()
-                assert instance.controller is not None
-                await instance.controller.ready.wait()
+                if leading:
+                    await instance.running.term.wait()
+                    assert instance.controller is not None
+                    await instance.controller.ready.wait()
             return instance
 
         self.instance = self.lab.run(go, timeout + 5)
         return self
+
+    def wait_leading(self, timeout: float = 30.0) -> None:
+        """Return once this replica leads and its term's caches are filled."""
+        instance = self.instance
+        assert instance is not None
+
+        async def leading() -> None:
+            async with asyncio.timeout(timeout):
+                await instance.running.term.wait()
+                assert instance.controller is not None
+                await instance.controller.ready.wait()
+
+        self.lab.run(leading, timeout + 5)
+
+    @property
+    def leads(self) -> bool:
+        assert self.instance is not None
+        elector = self.instance.running.elector
+        return self.lab.call(lambda: elector is not None and elector.leading)
 
     @property
     def controller(self) -> AdmissionController:

@@ -11,18 +11,26 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import kubernetes
 import pytest
 
 from airflow_provider_dispatch.lab.real import RealCluster
 
+from .deploy_steps import deploy_tools
 from .steps import RealSteps
 
 
 def client_for(cluster: RealCluster, identity: str = "admin") -> kubernetes.client.ApiClient:
     """An official-client ApiClient from the identity's kubeconfig (the caller closes it)."""
     return kubernetes.config.new_client_from_config(config_file=str(cluster.kubeconfig(identity)))
+
+
+@pytest.fixture(scope="session")
+def tools() -> Path:
+    """The folder with the pinned helm and kustomize (controlplane/deploy-tools/build)."""
+    return deploy_tools()
 
 
 @pytest.fixture(scope="session")

@@ -132,16 +132,28 @@ class RealSteps:
         grace: int = GRACE,
         termination: float = TERMINATION,
         unreachable_toleration: int | None = None,
+        annotations: dict[str, str] | None = None,
+        finite: bool = False,
     ) -> str:
         """A ClusterTrainingRuntime whose pods each take a whole 8-cpu node of this zone, with a `grace` s grace
         period and a process that ends `termination` s after SIGTERM; with `unreachable_toleration`, pods that
-        tolerate a node's `unreachable:NoExecute` taint that many seconds instead of the default 300."""
+        tolerate a node's `unreachable:NoExecute` taint that many seconds instead of the default 300; with
+        `annotations`, more workload annotations on the pods (how long the process runs, its exit code); with
+        `finite`, pods that are not restarted and a Job that fails at its first failure (restartPolicy Never,
+        backoffLimit 0)."""
         name = unique("rt")
         body = manifests.cluster_training_runtime(
             name, grace_seconds=grace, pod_replacement_policy=pod_replacement_policy
         )
-        template = body["spec"]["template"]["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]
-        template.setdefault("metadata", {})["annotations"] = {TERMINATION_SECONDS: str(termination)}
+        job = body["spec"]["template"]["spec"]["replicatedJobs"][0]["template"]["spec"]
+        template = job["template"]
+        template.setdefault("metadata", {})["annotations"] = {
+            TERMINATION_SECONDS: str(termination),
+            **(annotations or {}),
+        }
+        if finite:
+            job["backoffLimit"] = 0
+            template["spec"]["restartPolicy"] = "Never"
         template["spec"]["containers"][0]["resources"] = {"requests": {"cpu": "8"}}
         template["spec"]["nodeSelector"] = {ZONE_LABEL: self.zone}
         if unreachable_toleration is not None:
