@@ -13,6 +13,9 @@ from airflow_provider_dispatch.lab.runtime import Lab
 from airflow_provider_dispatch.lab.scenario import manifests
 from airflow_provider_dispatch.lab.scenario.scenario import Scenario
 
+#: the taints the node lifecycle controller puts on a node that stops reporting
+LOST_NODE_TAINTS = ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable")
+
 
 @dataclass
 class Artifacts:
@@ -42,10 +45,12 @@ class DrillLab:
     def admin(self) -> kubernetes.client.ApiClient:
         return kubernetes.config.new_client_from_config(config_file=str(self.kubeconfigs["admin"]))
 
-    def finite_runtime(self, annotations: dict[str, str] | None = None) -> str:
+    def finite_runtime(self, annotations: dict[str, str] | None = None, *, stay_on_lost_nodes: bool = False) -> str:
         """A ClusterTrainingRuntime of the test's own whose pods are not restarted and whose Job fails on one
         failed pod (restartPolicy Never, backoffLimit 0); `annotations` go on its pods (the lab's workload
-        controls: how long a process runs, which exit code a submission ends with)."""
+        controls: how long a process runs, which exit code a submission ends with). `stay_on_lost_nodes`: its pods
+        tolerate the `not-ready` and `unreachable` taints for ever (no `tolerationSeconds`), so a node that stops
+        reporting does not evict them (taint-based eviction, after the 300 s DefaultTolerationSeconds adds)."""
         name = f"rt-{uuid.uuid4().hex[:8]}"
         body = manifests.cluster_training_runtime(name)
         job_spec = body["spec"]["template"]["spec"]["replicatedJobs"][0]["template"]["spec"]
@@ -53,6 +58,10 @@ class DrillLab:
             job_spec["template"]["metadata"] = {"annotations": dict(annotations)}
         job_spec["backoffLimit"] = 0
         job_spec["template"]["spec"]["restartPolicy"] = "Never"
+        if stay_on_lost_nodes:
+            job_spec["template"]["spec"]["tolerations"] = [
+                {"key": key, "operator": "Exists", "effect": "NoExecute"} for key in LOST_NODE_TAINTS
+            ]
         client = self.admin()
         try:
             coords = CLUSTER_TRAINING_RUNTIME

@@ -79,13 +79,7 @@ def test_the_real_triggerer_carries_the_restart_chain(
         services=airflow_stack.services,
         describe=progress,
     )
-    run = wait_until(
-        "the run to finish",
-        lambda: (found := rest.dag_run(DAG_ID, run_id)).get("state") in ("success", "failed") and found,
-        bound=FINISH_BOUND,
-        services=airflow_stack.services,
-        describe=progress,
-    )
+    run = airflow_stack.wait_run_finished(DAG_ID, run_id, FINISH_BOUND, progress)
     if run["state"] == "failed" and stale_defer_exit_event(airflow_stack):
         pytest.skip(UPSTREAM_RACE)
     assert run["state"] == "success", progress()

@@ -27,6 +27,7 @@ node recovers, submission 1 fails, submission 2 completes.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -83,6 +84,20 @@ def deferred_with_first_line(
         describe=lambda: (
             f"{run_states(stack, run_id, dag_id)}; {task_id}: {stack.rest.task_instance(dag_id, run_id, task_id)}"
         ),
+    )
+
+
+def pods_running(
+    stack: AirflowStack, lab: DrillLab, namespace: str, trainjob: str, describe: Callable[[], str]
+) -> list[tuple[str, str]]:
+    """Until every pod of the TrainJob runs; (pod, node) of each."""
+
+    def running() -> list[tuple[str, str]] | None:
+        found = lab.running_pods(namespace, trainjob)
+        return found if len(found) == PODS else None
+
+    return wait_until(
+        f"the pods of {trainjob} to run", running, bound=DEFERRED_BOUND, services=stack.services, describe=describe
     )
 
 
@@ -167,13 +182,7 @@ def test_the_deferred_sensor_shows_what_to_do_first_whole_in_the_ui(
         # --- the operator proves cessation; the drill finishes ------------------------------------------------
         drill_lab.scenario.power_off(node)
         drill_lab.scenario.taint_out_of_service(node)
-        run = wait_until(
-            "the drill's run to finish",
-            lambda: (found := rest.dag_run(DAG_ID, run_id)).get("state") in ("success", "failed") and found,
-            bound=FINISH_BOUND,
-            services=airflow_stack.services,
-            describe=progress,
-        )
+        run = airflow_stack.wait_run_finished(DAG_ID, run_id, FINISH_BOUND, progress)
         assert run["state"] == "success", progress()
         outcome = rest.xcom(DAG_ID, run_id, SENSOR)
         assert outcome["outcome"] == "ceased"
@@ -206,8 +215,10 @@ def test_the_restart_chain_shows_what_to_do_first_whole_in_the_ui(
     try:
         airflow_stack.wait_for_dag(CHAIN_DAG_ID, CHAIN_DAG_FILE)
         rest.unpause(CHAIN_DAG_ID)
-        # the training runs until the test ends it: one failed pod fails submission 1
-        conf = {"namespace": namespace, "name": "chain", "runtime": drill_lab.finite_runtime(), "max_restarts": 1}
+        # the training runs until the test ends it (one failed pod fails submission 1), and stays on a node that
+        # stops reporting for as long as the UI is read (no taint-based eviction)
+        runtime = drill_lab.finite_runtime(stay_on_lost_nodes=True)
+        conf = {"namespace": namespace, "name": "chain", "runtime": runtime, "max_restarts": 1}
         run_id = rest.trigger(CHAIN_DAG_ID, conf)
 
         def progress() -> str:
@@ -219,13 +230,7 @@ def test_the_restart_chain_shows_what_to_do_first_whole_in_the_ui(
             ):
                 pytest.skip(UPSTREAM_RACE)
 
-        running = wait_until(
-            "submission 1's pods to run",
-            lambda: len(found := drill_lab.running_pods(namespace, "chain-1")) == PODS and found,
-            bound=DEFERRED_BOUND,
-            services=airflow_stack.services,
-            describe=progress,
-        )
+        running = pods_running(airflow_stack, drill_lab, namespace, "chain-1", progress)
         pod, node = running[0]
         scenario.set_not_ready(node)
         # the outcome trigger reports the change; the chain shows what to do first, then its submission
@@ -245,25 +250,13 @@ def test_the_restart_chain_shows_what_to_do_first_whole_in_the_ui(
 
         first_line_whole_everywhere(browser, artifacts, airflow_stack, CHAIN_DAG_ID, run_id, CHAIN_TASK, first_line)
 
-        # --- the node recovers, submission 1 fails, submission 2 completes ---------------------------------------
+        # --- the node recovers, submission 1 fails (its other pod, on a node that never stopped), 2 completes ------
         scenario.recover(node)
-        scenario.fail(namespace, pod, 3)
-        second = wait_until(
-            "submission 2's pods to run",
-            lambda: len(found := drill_lab.running_pods(namespace, "chain-2")) == PODS and found,
-            bound=FINISH_BOUND,
-            services=airflow_stack.services,
-            describe=progress,
-        )
+        scenario.fail(namespace, running[1][0], 3)
+        second = pods_running(airflow_stack, drill_lab, namespace, "chain-2", progress)
         for name, _ in second:
             scenario.complete(namespace, name)
-        run = wait_until(
-            "the chain's run to finish",
-            lambda: (found := rest.dag_run(CHAIN_DAG_ID, run_id)).get("state") in ("success", "failed") and found,
-            bound=FINISH_BOUND,
-            services=airflow_stack.services,
-            describe=progress,
-        )
+        run = airflow_stack.wait_run_finished(CHAIN_DAG_ID, run_id, FINISH_BOUND, progress)
         if run["state"] == "failed":
             chain_failed_upstream()
         assert run["state"] == "success", progress()
