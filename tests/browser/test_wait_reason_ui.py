@@ -101,6 +101,20 @@ def pods_running(
     )
 
 
+def executor_caught_up(stack: AirflowStack, dag_id: str, run_id: str, task_id: str) -> None:
+    """Until the scheduler has processed the executor's report of every worker run of the task so far: one
+    `TaskInstance Finished` line in its log per `Pausing task as DEFERRED` in the task's log (each deferral is a
+    worker run that ended)."""
+    finished = f"TaskInstance Finished: dag_id={dag_id}, task_id={task_id}, run_id={run_id},"
+
+    def caught_up() -> bool:
+        deferrals = stack.rest.log_text(dag_id, run_id, task_id, 1).count("Pausing task as DEFERRED")
+        reports = (stack.log_dir / "scheduler.log").read_text(errors="replace").count(finished)
+        return deferrals > 0 and reports >= deferrals
+
+    wait_until(f"the scheduler to take in {task_id}'s executor reports", caught_up, bound=DEFERRED_BOUND)
+
+
 def first_line_whole_everywhere(
     browser: Any, artifacts: Artifacts, stack: AirflowStack, dag_id: str, run_id: str, task_id: str, first_line: str
 ) -> None:
@@ -172,8 +186,19 @@ def test_the_deferred_sensor_shows_what_to_do_first_whole_in_the_ui(
             f"Waiting until the pods of TrainJob {namespace}/{name} (execution 1) are gone or proven stopped." in lines
         )
         # the worker's reason and the trigger's line, merged by Airflow into the one task log, both lead with it
-        log = rest.log_text(DAG_ID, run_id, SENSOR, 1)
-        assert f"{first_line} (dispatch: TrainJob {namespace}/{name}; the trigger waits for a pod or node change" in log
+        trigger_line = f"{first_line} (dispatch: TrainJob {namespace}/{name}; the trigger waits for a pod or node"
+
+        def with_trigger_line() -> str | None:
+            text = rest.log_text(DAG_ID, run_id, SENSOR, 1)
+            return text if trigger_line in text else None
+
+        log = wait_until(
+            "the trigger's line in the task log",
+            with_trigger_line,
+            bound=DEFERRED_BOUND,
+            services=airflow_stack.services,
+        )
+        assert f"\n{first_line}\n{taint_command(node)}\n" in log  # the worker's: the reason in full
 
         # --- what a person sees at 1366x768: Logs, Rendered Templates, Storage → XCom ------------------------
         first_line_whole_everywhere(browser, artifacts, airflow_stack, DAG_ID, run_id, SENSOR, first_line)
@@ -224,6 +249,11 @@ def test_the_restart_chain_shows_what_to_do_first_whole_in_the_ui(
         def progress() -> str:
             return run_states(airflow_stack, run_id, CHAIN_DAG_ID)
 
+        about_chain = [
+            "Restart chain, submission 1 of at most 2.",
+            f"TrainJob {namespace}/chain-1 runs execution 1; waiting for execution 1 to finish (Complete or Failed).",
+        ]
+
         def chain_failed_upstream() -> None:
             if rest.dag_run(CHAIN_DAG_ID, run_id).get("state") == "failed" and stale_defer_exit_event(
                 airflow_stack, CHAIN_DAG_ID
@@ -232,13 +262,19 @@ def test_the_restart_chain_shows_what_to_do_first_whole_in_the_ui(
 
         running = pods_running(airflow_stack, drill_lab, namespace, "chain-1", progress)
         pod, node = running[0]
+        try:
+            # nothing blocks the training: the chain waits deferred, and the scheduler has taken in the executor's
+            # report of every attempt so far, so the next resume cannot meet a stale one (apache/airflow#72716)
+            training = "Waiting for the training to finish; nothing blocks it (pods: 2 Running)"
+            deferred_with_first_line(airflow_stack, CHAIN_DAG_ID, run_id, CHAIN_TASK, training, about_chain)
+            executor_caught_up(airflow_stack, CHAIN_DAG_ID, run_id, CHAIN_TASK)
+        except AssertionError:
+            chain_failed_upstream()
+            raise
         scenario.set_not_ready(node)
         # the outcome trigger reports the change; the chain shows what to do first, then its submission
         first_line = f"Confirm {node} is powered off, then taint it out-of-service (Ready=False)"
-        about = [
-            "Restart chain, submission 1 of at most 2.",
-            f"TrainJob {namespace}/chain-1 runs execution 1; waiting for execution 1 to finish (Complete or Failed).",
-        ]
+        about = about_chain
         try:
             ti = deferred_with_first_line(airflow_stack, CHAIN_DAG_ID, run_id, CHAIN_TASK, first_line, [pod, *about])
         except AssertionError:
