@@ -21,7 +21,7 @@ The drill arms the lab's fencing agent for the frozen node; the test arms it for
 never acts: cessation is the test's to prove, and only after the UI was checked. It does what an operator
 would (power the machine off, then taint the node out-of-service); the sensor ends `ceased`, PodGC removes the
 pod, the release admits A+1, the new execution runs, and at no time did two executions run at once. The chain's
-node recovers, submission 1 fails, submission 2 completes.
+test ends once the UI is read: what the chain does next is `test_restart_operator_triggerer.py`'s.
 """
 
 from __future__ import annotations
@@ -240,8 +240,8 @@ def test_the_restart_chain_shows_what_to_do_first_whole_in_the_ui(
     try:
         airflow_stack.wait_for_dag(CHAIN_DAG_ID, CHAIN_DAG_FILE)
         rest.unpause(CHAIN_DAG_ID)
-        # the training runs until the test ends it (one failed pod fails submission 1), and stays on a node that
-        # stops reporting for as long as the UI is read (no taint-based eviction)
+        # the training runs for as long as the test reads the UI, and stays on a node that stops reporting (no
+        # taint-based eviction fails it meanwhile)
         runtime = drill_lab.finite_runtime(stay_on_lost_nodes=True)
         conf = {"namespace": namespace, "name": "chain", "runtime": runtime, "max_restarts": 1}
         run_id = rest.trigger(CHAIN_DAG_ID, conf)
@@ -274,31 +274,21 @@ def test_the_restart_chain_shows_what_to_do_first_whole_in_the_ui(
         scenario.set_not_ready(node)
         # the outcome trigger reports the change; the chain shows what to do first, then its submission
         first_line = f"Confirm {node} is powered off, then taint it out-of-service (Ready=False)"
-        about = about_chain
         try:
-            ti = deferred_with_first_line(airflow_stack, CHAIN_DAG_ID, run_id, CHAIN_TASK, first_line, [pod, *about])
+            ti = deferred_with_first_line(
+                airflow_stack, CHAIN_DAG_ID, run_id, CHAIN_TASK, first_line, [pod, *about_chain]
+            )
         except AssertionError:
             chain_failed_upstream()
             raise
         lines = str(ti["rendered_fields"]["wait_reason"]).splitlines()
         assert lines[1] == taint_command(node)
-        assert lines.index(about[0]) + 1 == lines.index(about[1])  # the chain's line, then the TrainJob's
+        assert lines.index(about_chain[0]) + 1 == lines.index(about_chain[1])  # the chain's line, then the TrainJob's
 
         first_line_whole_everywhere(browser, artifacts, airflow_stack, CHAIN_DAG_ID, run_id, CHAIN_TASK, first_line)
 
-        # --- the node recovers, submission 1 fails (its other pod, on a node that never stopped), 2 completes ------
-        scenario.recover(node)
-        scenario.fail(namespace, running[1][0], 3)
-        second = pods_running(airflow_stack, drill_lab, namespace, "chain-2", progress)
-        for name, _ in second:
-            scenario.complete(namespace, name)
-        run = airflow_stack.wait_run_finished(CHAIN_DAG_ID, run_id, FINISH_BOUND, progress)
-        if run["state"] == "failed":
-            chain_failed_upstream()
-        assert run["state"] == "success", progress()
-        history = rest.xcom(CHAIN_DAG_ID, run_id, CHAIN_TASK, key="restarts")["history"]
-        assert [(h["submission"], h["outcome"]) for h in history] == [(1, "Failed"), (2, "Complete")]
-        assert [scenario.overlaps(namespace, name) for name in ("chain-1", "chain-2")] == [[], []]
+        # the chain goes on from here as test_restart_operator_triggerer.py shows (the stack stops with the module)
+        assert drill_lab.running_pods(namespace, "chain-1") == running  # still submission 1: nothing restarted
     except BaseException:
         print(airflow_stack.report())
         raise
