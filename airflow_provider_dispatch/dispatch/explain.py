@@ -395,8 +395,7 @@ def remedy(node: NodeState, pods: Sequence[RemainingPod]) -> Remedy:
     if all(pod.relabelled for pod in pods):
         names = _names(pods, GLANCE_NAMES_ROOM)
         return Remedy(
-            f"Delete {names} once done with {_it(pods, 'it', 'them')}: {_it(pods, 'its', 'their')} labels were "
-            "edited",
+            f"Delete {names} once done with {_it(pods, 'it', 'them')}: {_it(pods, 'its', 'their')} labels were edited",
             commands=tuple(f"kubectl delete pod -n {pod.namespace} {pod.name}" for pod in pods[:3]),
             needs="delete pods",
             note="Delete gracefully (never with --force): its process must end before the next execution starts.",

@@ -74,7 +74,8 @@ HEADLINE_ROOM: Final = 768
 #: characters of a line (the log's after its timestamp and level, with up to 999 lines; the tab's beside the
 #: field names); Storage → XCom wraps (tests/browser measures all three). Every first line, with names of ordinary
 #: length (a node like `gpu-node-017.internal`, a pod like `resnet-20261205-1-node-0-0-x7k2p`), is within it
-#: (tests/dispatch/test_reasons.py); longer names make it longer, never cut
+#: (tests/dispatch/test_reasons.py); longer names make it longer, never cut: each first line puts the action and
+#: its subject first, so what a longer name pushes past the edge is the end (a node state, a count)
 GLANCE: Final = 96
 #: the pod names a first line may name (`pod a, b and 3 more`): the rest are on the lines below
 GLANCE_NAMES_ROOM: Final = 40
