@@ -288,7 +288,7 @@ def test_the_restart_chain_shows_what_to_do_first_whole_in_the_ui(
         first_line_whole_everywhere(browser, artifacts, airflow_stack, CHAIN_DAG_ID, run_id, CHAIN_TASK, first_line)
 
         # the chain goes on from here as test_restart_operator_triggerer.py shows (the stack stops with the module)
-        assert drill_lab.running_pods(namespace, "chain-1") == running  # still submission 1: nothing restarted
+        assert drill_lab.running_pods(namespace, "chain-2") == []  # still submission 1: nothing restarted
     except BaseException:
         print(airflow_stack.report())
         raise
