@@ -371,14 +371,30 @@ def pending_with(check: str, prefix: str) -> Callable[[Obj | None], bool]:
     return holds
 
 
+#: the line of our check's waiting message that lists the pods of the previous execution (below what to do first)
+WAITING_LINE = "\npods of the previous execution remain: "
+
+
+def waiting_message(check: str) -> Callable[[Obj | None], bool]:
+    """Our check is Pending with its waiting message: what to do first, then the pods of the previous execution."""
+
+    def holds(wl: Obj | None) -> bool:
+        entry = check_entry(wl, check)
+        return entry.get("state") == "Pending" and WAITING_LINE in str(entry.get("message", ""))
+
+    return holds
+
+
 def waiting_only_for(check: str, pod: str, node: str) -> Callable[[Obj | None], bool]:
-    """Our check waits for exactly one pod: `waiting for pods ...: <pod> on <node> (<node state>)`, whatever state
-    the node is in by then (a frozen node reads Ready=True until the node lifecycle controller marks it Unknown)."""
-    alone = f"waiting for pods of the previous execution to go: {pod} on {node} (Ready="
+    """Our check waits for exactly one pod: its message's pods line is `... remain: <pod> on <node> (<node
+    state>)`, whatever state the node is in by then (a frozen node reads Ready=True until the node lifecycle
+    controller marks it Unknown); what to do about that node comes first."""
+    alone = f"{WAITING_LINE}{pod} on {node} (Ready="
 
     def holds(wl: Obj | None) -> bool:
         message = str(check_entry(wl, check).get("message", ""))
-        return message.startswith(alone) and message.endswith(")") and ", " not in message[len(alone) :]
+        _, found, listed = message.partition(alone)
+        return bool(found) and message.endswith(")") and ", " not in listed and node in message.splitlines()[0]
 
     return holds
 

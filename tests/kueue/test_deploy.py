@@ -28,7 +28,16 @@ from airflow_provider_dispatch.kueue.leader import ElectionConfig
 from airflow_provider_dispatch.lab.apiserver.auth.rbac_setup import apply_documents
 from airflow_provider_dispatch.lab.runtime import Lab, write_kubeconfig
 
-from .support import ControllerTraffic, RunningController, Steps, admission_of, admitted, check_entry, ready
+from .support import (
+    ControllerTraffic,
+    RunningController,
+    Steps,
+    admission_of,
+    admitted,
+    check_entry,
+    ready,
+    waiting_message,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy" / "admission-controller"
@@ -182,7 +191,7 @@ def test_the_controller_runs_with_exactly_the_deployed_rbac(
         steps.scenario.freeze(frozen)
         steps.kueue.preempt(steps.namespace, wl)
         steps.scenario.advance(40)
-        steps.wait_workload(wl, lambda w: "to go: " in str(check_entry(w, check).get("message")))
+        steps.wait_workload(wl, waiting_message(check))
         steps.scenario.power_off(frozen)
         steps.scenario.taint_out_of_service(frozen)
         steps.scenario.advance(60)
