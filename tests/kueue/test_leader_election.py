@@ -45,8 +45,8 @@ from .support import (
     admitted,
     check_entry,
     is_true,
-    pending_with,
     ready,
+    waiting_message,
     waiting_only_for,
     workload_status_prefix,
 )
@@ -56,7 +56,6 @@ ROOT = Path(__file__).resolve().parents[2]
 STANDBY = "dispatch-admission-controller-b"
 STANDBY_USER = f"system:serviceaccount:{IDENTITY_NAMESPACE}:{STANDBY}"
 LEASE_NAME = "dispatch-admission-controller"
-WAITING = "waiting for pods of the previous execution to go: "
 TIMEOUT = 30.0
 TRAINER = ("trainer.kubeflow.org", "v1alpha1")
 LEASE_SECONDS = 300.0
@@ -223,7 +222,7 @@ def test_a_paused_old_leaders_stale_verdict_is_refused_after_the_standby_took_ov
     steps.scenario.freeze(frozen)
     steps.kueue.preempt(steps.namespace, wl)
     steps.wait_workload(
-        wl, lambda w: is_true(w, "QuotaReserved") and is_true(w, "Requeued") and pending_with(check, WAITING)(w)
+        wl, lambda w: is_true(w, "QuotaReserved") and is_true(w, "Requeued") and waiting_message(check)(w)
     )
 
     old.open_gate(gate, forward=True)  # the old process wakes: its Ready for the first reservation goes out now
