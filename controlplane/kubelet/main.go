@@ -93,6 +93,7 @@ func hollowConfiguration(s settings, labels map[string]string) (*options.Kubelet
 	config.KubeletCgroups = ""
 	config.SystemCgroups = ""
 	config.FailSwapOn = false
+	config.FailCgroupV1 = false // the machines may be on cgroup v1 hosts; the stub container manager uses no cgroups
 	// Many kubelets share one host: no listening ports (the API server's logs and exec are not used here), no
 	// iptables chains, no cadvisor-based eviction or image garbage collection (a hollow machine has no disk or
 	// memory of its own to run out of; the fake cadvisor reports none).

@@ -124,6 +124,11 @@ class HollowMachine:
         )
         self.wiring.programs.append(self.kubelet)
 
+    def check(self) -> None:
+        """Raise (with the end of its log) if the kubelet exited by itself."""
+        if self.kubelet is not None:
+            self.kubelet.check()
+
     def _signal_kubelet(self, signum: signal.Signals) -> None:
         if self.kubelet is not None:
             self.kubelet.send_signal(signum)

@@ -181,6 +181,7 @@ class Machines:
         self.machines[name] = machine
         await machine.start()
         while True:  # a poll of the API, bounded by the caller (`RealCluster.run`'s timeout)
+            machine.check()
             node = await tolerant_get(self.client, name)
             if node is not None and _ready(node):
                 return node
