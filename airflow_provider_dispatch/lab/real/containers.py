@@ -333,11 +333,7 @@ class ContainerRuntime:
         container = self.container(container_id)
         process = container.process
         if process is None or not process.running:
-            if container.state == "CREATED":
-                container.finished_at = self.clock.now()
-                container.exit_code = EXIT_SIGKILL
-                container.reason = "Error"
-                container.stopped.set()
+            self._end_unstarted(container)
             return
         if grace_seconds <= 0:
             process.exit_now(EXIT_SIGKILL)
@@ -349,11 +345,17 @@ class ContainerRuntime:
     def _kill(self, container: Container) -> None:
         if container.process is not None and container.process.running:
             container.process.exit_now(EXIT_SIGKILL)
-        elif container.state == "CREATED":
-            container.finished_at = self.clock.now()
-            container.exit_code = EXIT_SIGKILL
-            container.reason = "Error"
-            container.stopped.set()
+        else:
+            self._end_unstarted(container)
+
+    def _end_unstarted(self, container: Container) -> None:
+        """A container stopped before its process started: exited, 137, as a runtime reports a killed one."""
+        if container.state != "CREATED":
+            return
+        container.finished_at = self.clock.now()
+        container.exit_code = EXIT_SIGKILL
+        container.reason = "Error"
+        container.stopped.set()
 
     def remove_container(self, container_id: str) -> None:
         container = self.containers.pop(container_id, None)
