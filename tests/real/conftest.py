@@ -4,7 +4,8 @@ official client as one of the lab's identities.
 etcd, kube-apiserver, kube-controller-manager, kube-scheduler, JobSet, Trainer and Kueue as built by
 `controlplane/build` (`scripts/test` runs it and exports `DISPATCH_CONTROLPLANE_BIN`; without that variable the
 fixture asks the build for its cached folder, and fails with what to run if there is none). The nodes are the
-lab's simulated kubelets. Teardown stops every program's process group, so nothing is left running.
+real kubelets of hollow machines (lab/real/machine.py). Teardown stops every program's process group, so nothing is
+left running.
 """
 
 from __future__ import annotations
