@@ -54,13 +54,14 @@ DEFAULT_TOKEN = "lab-admin-token"
 def write_kubeconfig(
     path: Path,
     server: str,
-    token: str,
+    token: str | None,
     user: str = "lab-admin",
     namespace: str = "default",
     *,
     ca_file: Path | None = None,
     cluster: str = "lab",
     inline_ca: bool = True,
+    client_pair: tuple[Path, Path] | None = None,
 ) -> Path:
     """A kubeconfig for `server` with a bearer token; what `kubernetes.config.load_kube_config` reads.
 
@@ -68,7 +69,16 @@ def write_kubeconfig(
     `cluster` names the cluster entry and prefixes the context (`lab-<user>`, `real-<user>`), so a kubeconfig
     says which of the two it reaches. `ca_file` (an https lab) goes in inline by default, so the kubeconfig stays
     valid on its own; `inline_ca=False` names the file instead (`certificate-authority`), as the real cluster
-    does: its kubeconfigs live in its workdir beside its CA file and are removed with it."""
+    does: its kubeconfigs live in its workdir beside its CA file and are removed with it. `client_pair` (a
+    certificate and its key, `real/pki.py` `client_pair`) is the credential instead of a token (`token=None`): a
+    real cluster's kubelets authenticate so."""
+    if (token is None) == (client_pair is None):
+        raise ValueError("a kubeconfig needs exactly one credential: a token or a client certificate pair")
+    credential = (
+        {"token": token}
+        if client_pair is None
+        else {"client-certificate": str(client_pair[0]), "client-key": str(client_pair[1])}
+    )
     entry: dict[str, str] = {"server": server}
     if ca_file is not None:
         if inline_ca:
@@ -80,7 +90,7 @@ def write_kubeconfig(
         "apiVersion": "v1",
         "kind": "Config",
         "clusters": [{"name": cluster, "cluster": entry}],
-        "users": [{"name": user, "user": {"token": token}}],
+        "users": [{"name": user, "user": credential}],
         "contexts": [{"name": context, "context": {"cluster": cluster, "user": user, "namespace": namespace}}],
         "current-context": context,
         "preferences": {},

@@ -91,6 +91,81 @@ def test_identities_have_the_labs_rbac(
     update_as("no-nodes")  # the writer's TrainJob rights, without the node reader's
 
 
+def test_a_kubelet_is_its_node_and_may_write_only_its_own(
+    real_cluster: RealCluster, real_admin: kubernetes.client.ApiClient, real_namespace: str
+) -> None:
+    """Each kubelet authenticates with its node's client certificate (`system:node:<name>` in `system:nodes`), so
+    the Node authorizer and `NodeRestriction` bound it as on an upstream cluster: node-1's kubelet may patch its
+    own Node and read its own Lease, and may not patch node-2's Node, read node-2's Lease, write the status of a
+    pod bound to node-2 or delete it, nor read a Secret that none of its pods uses. A kubelet with an admin's
+    token (the real tier's kubelets had one before) would be allowed every one of these."""
+    admin = kubernetes.client.CoreV1Api(real_admin)
+    admin.create_namespaced_secret(real_namespace, {"metadata": {"name": "unrelated"}, "stringData": {"key": "v"}})
+    elsewhere = admin.create_namespaced_pod(
+        real_namespace,
+        {
+            "metadata": {"name": "on-node-2"},
+            "spec": {
+                "nodeName": "node-2",
+                "restartPolicy": "Never",
+                "containers": [{"name": "main", "image": "busybox"}],
+            },
+        },
+    )
+    assert elsewhere.spec.node_name == "node-2"
+    kubelet = kubernetes.config.new_client_from_config(
+        config_file=str(real_cluster.machines.machine("node-1").kubeconfig)
+    )
+    try:
+        review = kubernetes.client.AuthenticationV1Api(kubelet).create_self_subject_review({})
+        assert review.status.user_info.username == "system:node:node-1"
+        assert "system:nodes" in review.status.user_info.groups
+        core = kubernetes.client.CoreV1Api(kubelet)
+        leases = kubernetes.client.CoordinationV1Api(kubelet)
+
+        def refused(call: Any, *args: Any) -> str:
+            with pytest.raises(ApiException) as answer:
+                call(*args)
+            return str(expect_answer(answer.value, 403)["message"])
+
+        mark = {"metadata": {"annotations": {"real.test/patched-by": "node-1"}}}
+        assert core.patch_node("node-1", mark).metadata.annotations["real.test/patched-by"] == "node-1"
+        core.patch_node("node-1", {"metadata": {"annotations": {"real.test/patched-by": None}}})
+
+        def own_lease() -> Any:
+            # The kubelet makes its Lease at its first renewal after its Node exists (nodelease.go: the owner
+            # reference needs the Node), which may follow the Node's Ready by up to one renew interval (10 s).
+            try:
+                return leases.read_namespaced_lease("node-1", "kube-node-lease")
+            except ApiException as error:
+                expect_answer(error, 404)
+                return None
+
+        lease = wait_for("node-1's Lease, read as node-1", own_lease, timeout=60, programs=real_cluster.programs)
+        assert lease.spec.holder_identity == "node-1"
+        # NodeRestriction (plugin/pkg/admission/noderestriction/admission.go, v1.36.3) refuses what the Node
+        # authorizer's static rules let any node try; the authorizer (plugin/pkg/auth/authorizer/node) refuses
+        # the rest itself.
+        assert 'node "node-1" is not allowed to modify node "node-2"' in refused(core.patch_node, "node-2", mark)
+        assert "can only access node lease with the same name as the requesting node" in refused(
+            leases.read_namespaced_lease, "node-2", "kube-node-lease"
+        )
+        status = {"status": {"conditions": [{"type": "real.test/Marked", "status": "True"}]}}
+        assert 'node "node-1" can only update pod status for pods with spec.nodeName set to itself' in refused(
+            core.patch_namespaced_pod_status, "on-node-2", real_namespace, status
+        )
+        assert 'node "node-1" can only delete pods with spec.nodeName set to itself' in refused(
+            core.delete_namespaced_pod, "on-node-2", real_namespace
+        )
+        assert "no relationship found between node 'node-1'" in refused(
+            core.read_namespaced_secret, "unrelated", real_namespace
+        )
+    finally:
+        kubelet.close()
+    assert admin.read_namespaced_pod("on-node-2", real_namespace).metadata.deletion_timestamp is None
+    admin.delete_namespaced_pod("on-node-2", real_namespace, grace_period_seconds=0)
+
+
 def test_trainjob_runs_to_pods_on_a_hollow_node(
     real_cluster: RealCluster, real_admin: kubernetes.client.ApiClient, real_namespace: str, runtime: str
 ) -> None:

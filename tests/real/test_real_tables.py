@@ -1,8 +1,12 @@
-"""Differential: the lab's `kubectl get` Tables (`lab.apiserver.tables`) against the real API server's (v1.36.3).
+"""Differential: the lab's `kubectl get` Tables (`lab.apiserver.tables`) against the real API server's.
 
 For pods, nodes, jobs and events the real server's column definitions must equal the lab's, and the lab's printer,
 run on the very object the real server printed (`includeObject=Object` puts it in the row), must give the real
 server's cells, all but the ages (they depend on the instant of printing).
+
+The lab prints as the pinned v1.36.3 does. The version matrix (`controlplane/matrix`) runs this test against
+other releases too; where one of them prints a cell in another form, the test knows that release's form and the
+upstream change that made the difference (`_served_form`), so that every cell is still compared exactly.
 """
 
 from __future__ import annotations
@@ -18,12 +22,39 @@ from airflow_provider_dispatch.lab.apiserver.registry.resources import default_r
 from airflow_provider_dispatch.lab.runtime import Lab
 
 TABLE = "application/json;as=Table;v=v1;g=meta.k8s.io"
+KERNEL_WITH_ARCHITECTURE = (1, 36)
+"""The first release whose node Table prints the Kernel-Version cell as `<kernelVersion> (<architecture>)`:
+kubernetes/kubernetes#132402 added the architecture to `printNode` (`pkg/printers/internalversion/printers.go`,
+"append arch to kernelVersion"; CHANGELOG-1.36.md, v1.36.0-alpha.1, changes since v1.35.0: "Add architecture to
+the kernel version column in the `kubectl get node -owide` output"). Read in the modules themselves: v1.36.3 and
+v1.37.2 append it, v1.34.4 prints the kernel version alone."""
 KINDS = {  # path -> (registry key, cells that are ages or durations)
     "/api/v1/pods": (("", "pods"), {4}),
     "/api/v1/nodes": (("", "nodes"), {3}),
     "/apis/batch/v1/jobs": (("batch", "jobs"), {3, 4}),
     "/api/v1/events": (("", "events"), {0, 7}),
 }
+
+
+def _server_release(client: kubernetes.client.ApiClient) -> tuple[int, int]:
+    """The (major, minor) the API server reports in /version: the release whose printers made its Tables."""
+    info = kubernetes.client.VersionApi(client).get_code()
+    return int(info.major), int(info.minor.rstrip("+"))
+
+
+def _served_form(
+    path: str, columns: list[str], cells: list[Any], obj: dict[str, Any], release: tuple[int, int]
+) -> list[Any]:
+    """The lab's cells (it prints as the pinned v1.36.3 does) as the API server of `release` prints them: before
+    `KERNEL_WITH_ARCHITECTURE`, a node's Kernel-Version cell without the architecture the lab appended."""
+    if path != "/api/v1/nodes" or release >= KERNEL_WITH_ARCHITECTURE:
+        return cells
+    architecture = ((obj.get("status") or {}).get("nodeInfo") or {}).get("architecture")
+    if not architecture:
+        return cells
+    kernel = columns.index("Kernel-Version")
+    assert cells[kernel].endswith(f" ({architecture})"), ("the lab no longer prints as v1.36.3 does", cells)
+    return [*cells[:kernel], cells[kernel].removesuffix(f" ({architecture})"), *cells[kernel + 1 :]]
 
 
 def _table(client: kubernetes.client.ApiClient, path: str) -> dict[str, Any]:
@@ -66,6 +97,7 @@ def real_job(real_admin: kubernetes.client.ApiClient, real_namespace: str) -> st
 def test_the_labs_tables_are_the_real_servers(real_admin: kubernetes.client.ApiClient, real_job: str, lab: Lab) -> None:
     lab_client = kubernetes.config.new_client_from_config(config_file=str(lab.kubeconfig()))
     registry = default_registry()
+    release = _server_release(real_admin)
     try:
         for path, ((group, plural), ages) in KINDS.items():
             real = _table(real_admin, path)
@@ -75,8 +107,10 @@ def test_the_labs_tables_are_the_real_servers(real_admin: kubernetes.client.ApiC
             rows = real["rows"]
             if path != "/api/v1/events":
                 assert rows, f"the real cluster has no {plural} to print"
+            columns = [column["name"] for column in real["columnDefinitions"]]
             for row in rows:
                 printed = tables.to_table(resource, row["object"], 0.0)["rows"][0]["cells"]
+                printed = _served_form(path, columns, printed, row["object"], release)
                 keep = [i for i in range(len(printed)) if i not in ages]
                 assert [printed[i] for i in keep] == [row["cells"][i] for i in keep], (path, row["cells"])
     finally:

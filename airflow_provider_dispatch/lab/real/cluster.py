@@ -3,9 +3,11 @@
 What it starts, in order, each program in its own process group with a log in the work folder:
 
 1. etcd (`--unsafe-no-fsync`: test data);
-2. kube-apiserver: TLS with a certificate from a CA made at start (`pki.py`); bearer tokens only: a static token
-   file for the admin and the control plane's own components (all `system:masters`), and service account tokens
-   (TokenRequest) for the lab's identities; RBAC authorization; the default admission plugins;
+2. kube-apiserver: TLS with a certificate from a CA made at start (`pki.py`); a static token file for the admin
+   and the control plane's own components (all `system:masters`), service account tokens (TokenRequest) for the
+   lab's identities, and client certificates of that CA for the kubelets (`system:node:<name>` in
+   `system:nodes`); the Node and RBAC authorizers; the default admission plugins and `NodeRestriction`, so that a
+   kubelet may write only its own Node, Lease and pods, as on an upstream cluster (kubeadm's setup);
 3. the RBAC of the project's own manifests (`lab/rbac_manifests/`), applied as the lab applies them, and one token
    per identity: `admin`, `writer`, `reader`, `no-nodes`, `controller` (the lab's names and ServiceAccounts);
 4. kube-controller-manager with the controllers the lab simulates (Job, PodGC, node lifecycle, taint eviction,
@@ -15,8 +17,8 @@ What it starts, in order, each program in its own process group with a log in th
    then the three controllers, webhooks on loopback ports; the cluster waits until a dry-run write passes each
    controller's webhooks;
 6. the hollow machines (`simulation.py`, `machine.py`) on a background thread's event loop: per node a real
-   kubelet (`dispatch-kubelet`) that registers the Node, its CRI server of simulated processes, and the relay a
-   partition cuts.
+   kubelet (`dispatch-kubelet`) that registers the Node with its own client certificate, its CRI server of
+   simulated processes, and the relay a partition cuts.
 
 `RealCluster(apiserver_only=True)` stops after step 3: etcd and the API server alone, for measuring what the API
 server itself costs (`tests/benchmarks/real_drain_cost.py`), where a controller's reads would be noise;
@@ -311,18 +313,21 @@ class RealCluster:
         done("controller manager and scheduler up")
         self._start_workload_controllers(logs, kube)
         done("JobSet, Trainer and Kueue up, their webhooks answering")
-        self._start_machines(component_tokens["dispatch-kubelets"])
+        self._start_machines(component_tokens["dispatch-machines"])
         done("nodes Ready")
 
     def _write_token_file(self) -> dict[str, str]:
-        """tokens.csv: the admin and each component, all in system:masters (the lab's controllers are admins too)."""
+        """tokens.csv: the admin and each component, all in system:masters (the lab's controllers are admins too).
+
+        `dispatch-machines` is the machines' own (`simulation.py`: the ground truth's watches and the scenario's
+        reads), not the kubelets': each kubelet has its node's client certificate (`machine.py`)."""
         names = [
             "kube-controller-manager",
             "kube-scheduler",
             "jobset",
             "trainer",
             "kueue",
-            "dispatch-kubelets",
+            "dispatch-machines",
         ]
         tokens = {name: _token() for name in names}
         self._tokens["admin"] = _token()
@@ -382,7 +387,9 @@ class RealCluster:
                 f"--tls-private-key-file={self.pki.serving_key}",
                 f"--cert-dir={self.workdir / 'apiserver-certs'}",
                 f"--token-auth-file={self.workdir / 'tokens.csv'}",
-                "--authorization-mode=RBAC",
+                f"--client-ca-file={self.pki.ca_file}",
+                "--authorization-mode=Node,RBAC",
+                "--enable-admission-plugins=NodeRestriction",
                 "--service-account-issuer=https://kubernetes.default.svc",
                 f"--service-account-key-file={self.pki.sa_public_key}",
                 f"--service-account-signing-key-file={self.pki.sa_private_key}",
@@ -660,8 +667,7 @@ class RealCluster:
         wiring = Wiring(
             kubelet=self.build.program("dispatch-kubelet"),
             apiserver_port=int(self.url.rsplit(":", 1)[1]),
-            ca_file=ca_file,
-            token=token,
+            pki=self.pki,
             stubs=cri_stubs.load(self.build.root),
             programs=self.programs,
         )

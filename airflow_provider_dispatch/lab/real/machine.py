@@ -33,6 +33,7 @@ from airflow_provider_dispatch.lab.real.containers import ContainerRuntime
 from airflow_provider_dispatch.lab.real.cri import Cri
 from airflow_provider_dispatch.lab.real.cri_stubs import CriStubs
 from airflow_provider_dispatch.lab.real.partition import PartitionRelay
+from airflow_provider_dispatch.lab.real.pki import Pki, client_pair
 from airflow_provider_dispatch.lab.real.processes import Program
 from airflow_provider_dispatch.lab.simulated.nodes.kubelet_runs import MachineState
 from airflow_provider_dispatch.lab.truth.overlap import OverlapRecorder
@@ -54,12 +55,12 @@ class MachineSpec:
 
 @dataclass(frozen=True)
 class Wiring:
-    """How a machine reaches the cluster: the kubelet program, the API server's port, its CA and a token."""
+    """How a machine reaches the cluster: the kubelet program, the API server's port, and the cluster's CA, which
+    the kubelet verifies the API server with and which signs the kubelet's client certificate."""
 
     kubelet: str
     apiserver_port: int
-    ca_file: Path
-    token: str
+    pki: Pki
     stubs: CriStubs
     programs: list[Program]
     """The cluster's running programs: a machine's kubelet is in it while it runs, so a kubelet that dies by
@@ -90,15 +91,19 @@ class HollowMachine:
     async def start(self) -> None:
         self.workdir.mkdir(parents=True, exist_ok=True)
         port = await self.relay.start()
+        # The node's identity, as kubeadm gives a kubelet: the Node authorizer lets it read only what its pods
+        # use, and NodeRestriction lets it write only its own Node, Lease and pods.
+        user = f"system:node:{self.name}"
         self.kubeconfig = lab_runtime.write_kubeconfig(
             self.workdir / "kubelet.kubeconfig",
             f"https://127.0.0.1:{port}",
-            self.wiring.token,
-            f"system:node:{self.name}",
+            None,
+            user,
             "default",
-            ca_file=self.wiring.ca_file,
+            ca_file=self.wiring.pki.ca_file,
             cluster="real",
             inline_ca=False,
+            client_pair=client_pair(self.wiring.pki, self.workdir / "pki", user, ("system:nodes",)),
         )
         await self._boot()
 

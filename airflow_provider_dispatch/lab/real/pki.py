@@ -6,13 +6,17 @@
 - one serving certificate for `127.0.0.1` and `localhost` (`serving.crt`/`serving.key`), shared by the API server
   and every webhook server, since all of them listen on loopback only;
 - the service account signing key (`sa.key`, its public half `sa.pub`), with which the API server issues and
-  checks the identities' tokens (TokenRequest).
+  checks the identities' tokens (TokenRequest);
+- the CA's key (`ca.key`), kept for `client_pair`: a client certificate the API server (`--client-ca-file`)
+  authenticates as its subject, the user its common name and the groups its organizations, as it authenticates
+  a kubelet's (`system:node:<name>` in `system:nodes`, what the Node authorizer and `NodeRestriction` act on).
 """
 
 from __future__ import annotations
 
 import datetime
 import ipaddress
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -46,6 +50,7 @@ class Pki:
     """Where the files are: `ca_file` is what a client verifies the API server and the webhooks with."""
 
     ca_file: Path
+    ca_key: Path
     serving_cert: Path
     serving_key: Path
     sa_private_key: Path
@@ -124,6 +129,7 @@ def make_pki(directory: Path, ca_name: str = "dispatch real control plane CA") -
     )
     return Pki(
         ca_file=_write(directory / "ca.crt", ca_cert.public_bytes(serialization.Encoding.PEM), 0o644),
+        ca_key=_write(directory / "ca.key", _private_pem(ca_key)),
         serving_cert=_write(directory / "serving.crt", serving_cert.public_bytes(serialization.Encoding.PEM), 0o644),
         serving_key=_write(directory / "serving.key", _private_pem(serving_key)),
         sa_private_key=_write(directory / "sa.key", _private_pem(sa_key)),
@@ -137,3 +143,37 @@ def install_serving_pair(pki: Pki, directory: Path, cert_name: str = "tls.crt", 
     _write(directory / cert_name, pki.serving_cert.read_bytes(), 0o644)
     _write(directory / key_name, pki.serving_key.read_bytes())
     return directory
+
+
+def client_pair(pki: Pki, directory: Path, user: str, groups: Sequence[str]) -> tuple[Path, Path]:
+    """A client certificate and its key (`client.crt`, `client.key` in `directory`), signed by the CA.
+
+    The API server's x509 authenticator (`--client-ca-file`) reads the common name as the user and each
+    organization as a group (`apiserver/pkg/authentication/request/x509/x509.go` `CommonNameUserConversion`),
+    so a kubelet's is `user="system:node:<name>"`, `groups=("system:nodes",)`, as kubeadm issues it."""
+    directory.mkdir(parents=True, exist_ok=True)
+    ca_cert = x509.load_pem_x509_certificate(pki.ca_file.read_bytes())
+    ca_key = serialization.load_pem_private_key(pki.ca_key.read_bytes(), password=None)
+    if not isinstance(ca_key, ec.EllipticCurvePrivateKey):
+        raise TypeError(f"{pki.ca_key} is not the EC key make_pki writes")
+    now = datetime.datetime.now(datetime.UTC)
+    key = _key()
+    subject = [x509.NameAttribute(NameOID.ORGANIZATION_NAME, group) for group in groups]
+    subject.append(x509.NameAttribute(NameOID.COMMON_NAME, user))
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(x509.Name(subject))
+        .issuer_name(ca_cert.subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(ca_cert.not_valid_after_utc)
+        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False)
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False)
+        .sign(ca_key, hashes.SHA256())
+    )
+    return (
+        _write(directory / "client.crt", cert.public_bytes(serialization.Encoding.PEM), 0o644),
+        _write(directory / "client.key", _private_pem(key)),
+    )
