@@ -159,11 +159,11 @@ def serve(port: int, speed: float, kubeconfig_path: Path, nodes: int, bare: bool
 
 
 @lab.command("real")
-@_nodes_option(2, "the lab's simulated kubelet")
+@_nodes_option(2, "a hollow kubelet (the real kubelet, on simulated processes)")
 @workdir_option("Folder for keys, kubeconfigs, data and logs (default: a new temporary folder, removed at the end).")
 def real(nodes: int, workdir: Path | None) -> None:
     """Run the real control plane (etcd, kube-apiserver, controller manager, scheduler, JobSet, Trainer, Kueue,
-    as controlplane/build makes them) with simulated nodes, until interrupted (Ctrl-C)."""
+    as controlplane/build makes them) with hollow nodes, until interrupted (Ctrl-C)."""
     import logging
     import threading
 

@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 import airflow_provider_dispatch
+from airflow_provider_dispatch.dispatch.reasons import WAITING_FOR_PODS
 from airflow_provider_dispatch.dispatch.vocabulary import TAINT_OUT_OF_SERVICE
 from airflow_provider_dispatch.lab.truth.verdict import TrainJobVerdict, verdict_of
 
@@ -112,7 +113,8 @@ def wait_reasons(records: Sequence[LogRecord]) -> list[str]:
     for record in records:
         if not record.logger.endswith(WAIT_REASON_TASK_LOGGER):
             continue
-        if record.message.startswith(("waiting for the pods", "ceased:", "drained:")) and record.message not in seen:
+        full = WAITING_FOR_PODS in record.message or record.message.startswith(("Ceased:", "Drained:"))
+        if full and record.message not in seen:
             seen.append(record.message)
     return seen
 
@@ -250,7 +252,7 @@ def render_summary(
             f"3. while {node} was frozen, PodsDrainedSensor waited; its wait reason (log, rendered field, XCom):",
         ]
         for reason in reasons:
-            if reason.startswith("waiting"):
+            if WAITING_FOR_PODS in reason:  # still waiting (not `Ceased:` or `Drained:`)
                 lines += _wrapped(reason, "     ")
         lines += [
             f"4. {node} not Ready for {float(frozen.get('fence_after_seconds', 'nan')):g} lab seconds: the lab's "

@@ -24,6 +24,9 @@ LAB_EXTRA_MODULES: Final[Mapping[str, str]] = {
     "celpy": "cel-python",
     "jsonpatch": "jsonpatch",
     "cryptography": "cryptography",
+    # the real control plane's hollow kubelets reach the lab's machines over CRI (lab/real/cri.py, cri_stubs.py)
+    "grpc": "grpcio",
+    "grpc_tools": "grpcio-tools",
 }
 #: the package is on no index yet (docs/quickstart.md, "Install"): the extra is installed from a clone
 LAB_EXTRA_INSTALL: Final = "pip install './[lab]' in a clone of airflow-provider-dispatch (it is on no package index)"

@@ -158,7 +158,7 @@ def test_the_wheel_without_the_extra_runs_the_airflow_layer_and_says_what_the_la
         result = run([dispatch, *command], tmp_path)
         assert result.returncode == EXIT_MISSING_EXTRA, result.stdout + result.stderr
         (line,) = result.stderr.strip().splitlines()
-        assert line == f"dispatch {' '.join(command)} needs the lab extra (missing: cel-python, jsonpatch): " + (
+        assert line == f"dispatch {' '.join(command)} needs the lab extra (missing: cel-python, grpcio-tools, jsonpatch): " + (
             LAB_EXTRA_INSTALL
         )
         assert result.stdout == ""

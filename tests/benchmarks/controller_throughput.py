@@ -66,7 +66,8 @@ CHECK = "dispatch-drained"
 QUEUE = "user-queue"
 RESERVED_AT = "2026-08-21T10:00:00Z"
 ADMISSION = 1
-WAITING_PREFIX: Final = "waiting for pods of the previous execution to go: "
+#: the line of the waiting message that lists the pods of the previous execution (below what to do first)
+WAITING_LINE: Final = "\npods of the previous execution remain: "
 
 #: case -> (Workloads, workers); `bulk` cases take `--workloads`
 CASES: Final = {"single-admit": (1, 4), "single-wait": (1, 4), "bulk": (0, 4), "bulk-1-worker": (0, 1)}
@@ -236,7 +237,7 @@ def verify(api: kubernetes.client.ApiClient, count: int, waiting: int) -> dict[s
                 continue
             if entry.get("state") == "Ready":
                 states["ready"] += 1
-            elif entry.get("state") == "Pending" and str(entry.get("message", "")).startswith(WAITING_PREFIX):
+            elif entry.get("state") == "Pending" and WAITING_LINE in str(entry.get("message", "")):
                 states["waitingMessage"] += 1
     trainjobs = custom.list_namespaced_custom_object(
         v.TRAINJOB.group, v.TRAINJOB.version, NAMESPACE, v.TRAINJOB.plural

@@ -10,9 +10,10 @@ published `testdata/cluster-roles.yaml`): `cluster-admin` bound to `system:maste
 apiserver writes those from a post-start hook; the controllers' and nodes' roles are left out, because the lab's
 controllers run as its admin.
 
-Then it applies the YAML manifests in `rbac_manifests/` (package data, meant to be shipped for real clusters
-too): dispatch's ClusterRoles and the lab's ServiceAccounts with their ClusterRoleBindings; and it issues a
-service account token for each identity. The identities:
+Then it applies dispatch's ClusterRoles from the production manifests
+(`deploy/rbac/dispatch-clusterroles.yaml`, found by `lab/deploy_manifests.py`) and the lab's ServiceAccounts
+with their ClusterRoleBindings (`rbac_manifests/lab-identities.yaml`, package data); and it issues a service
+account token for each identity. The identities:
 
 - `admin`: `lab-admin` in `system:masters` (a static token): everything;
 - `writer`: `system:serviceaccount:dispatch-system:dispatch-writer`: release, hold, open, and reads, nodes too;
@@ -44,6 +45,7 @@ from airflow_provider_dispatch.lab.apiserver.registry.resources import Registry
 from airflow_provider_dispatch.lab.apiserver.storage.store import Store
 from airflow_provider_dispatch.lab.client import LabClient
 from airflow_provider_dispatch.lab.clock import LabClock
+from airflow_provider_dispatch.lab.deploy_manifests import CLUSTER_ROLES, deploy_file
 
 Obj = dict[str, Any]
 
@@ -58,8 +60,8 @@ SERVICE_ACCOUNTS = {
 """Identity -> its ServiceAccount in `IDENTITY_NAMESPACE` (`rbac_manifests/lab-identities.yaml`)."""
 IDENTITIES = ("admin", *SERVICE_ACCOUNTS)
 FIELD_MANAGER = "dispatch-lab"
-MANIFESTS = ("clusterroles.yaml", "lab-identities.yaml")
-"""Applied in this order: roles, then the namespace, accounts and bindings."""
+LAB_IDENTITIES = "lab-identities.yaml"
+"""The lab's namespace, accounts and bindings (`rbac_manifests/`), applied after the roles."""
 
 _RBAC_API = "rbac.authorization.k8s.io/v1"
 DISCOVERY_URLS = [
@@ -133,11 +135,11 @@ def bootstrap_policy() -> list[Obj]:
 
 @lru_cache(maxsize=1)
 def dispatch_manifests() -> tuple[Obj, ...]:
-    """The documents of `rbac_manifests/`, in `MANIFESTS` order, parsed once per process."""
-    directory = package_data.files("airflow_provider_dispatch.lab").joinpath("rbac_manifests")
+    """dispatch's ClusterRoles (deploy/), then the lab's identities (`rbac_manifests/`), parsed once per process."""
+    identities = package_data.files("airflow_provider_dispatch.lab").joinpath("rbac_manifests", LAB_IDENTITIES)
     documents: list[Obj] = []
-    for name in MANIFESTS:
-        with directory.joinpath(name).open("r", encoding="utf-8") as stream:
+    for source in (deploy_file(CLUSTER_ROLES), identities):
+        with source.open("r", encoding="utf-8") as stream:
             documents.extend(d for d in yaml.safe_load_all(stream) if isinstance(d, dict))
     return tuple(documents)
 
