@@ -21,12 +21,46 @@ from pathlib import Path
 import kubernetes
 import kubernetes_asyncio
 import pytest
+import pytest_timeout
 from servers import SERVERS, Server
 
 from airflow_provider_dispatch.lab.real import RealCluster
 from airflow_provider_dispatch.lab.real.binaries import locate
 from airflow_provider_dispatch.lab.runtime import Lab, write_kubeconfig
 from airflow_provider_dispatch.lab.scenario import manifests
+
+FIXTURE_PHASE_TIMEOUT = 900.0
+"""Seconds a test's setup (or its teardown) may take before pytest-timeout dumps every thread's stack and fails
+it: a hang guard for the fixtures, apart from the test's own (`timeout` in pyproject.toml, or its marker), which
+with `timeout_func_only` counts the test function alone. Otherwise whichever test first asks for a session fixture
+(the real control plane, an Airflow deployment: minutes on a loaded machine) would pay its start out of its own
+300 s, and in a random order that is any of them. Each fixture's waits have their own bounds; this only catches
+what hangs."""
+
+
+def _fixture_phase(item: pytest.Item) -> Iterator[None]:
+    """Arm pytest-timeout's timer (its `pytest_timeout_set_timer` hook, same method) around one fixture phase."""
+    settings = pytest_timeout._get_item_settings(item)
+    hooks = item.config.pluginmanager.hook
+    if not settings.timeout:
+        yield
+        return
+    phase = settings._replace(timeout=max(FIXTURE_PHASE_TIMEOUT, settings.timeout))
+    hooks.pytest_timeout_set_timer(item=item, settings=phase)
+    try:
+        yield
+    finally:
+        hooks.pytest_timeout_cancel_timer(item=item)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_setup(item: pytest.Item) -> Iterator[None]:
+    yield from _fixture_phase(item)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_teardown(item: pytest.Item) -> Iterator[None]:
+    yield from _fixture_phase(item)
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

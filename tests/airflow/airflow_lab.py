@@ -142,6 +142,20 @@ def node_reads(seen: list[Seen], node: str, *, by_trigger: bool) -> int:
     )
 
 
+def trainjob_reads(seen: list[Seen], name: str, *, by_trigger: bool) -> int:
+    """How many reads of TrainJob `name` were answered, by a trigger (else by a worker): each check of a drain
+    sensor or trigger reads the TrainJob once, so this counts its checks (a poke sensor's pokes), whatever the check
+    found (its node reads depend on it: the check that finds the pods gone still reads the recorded node)."""
+    return sum(
+        1
+        for s in seen
+        if s.phase == "done"
+        and s.method == "GET"
+        and s.path.endswith(f"/trainjobs/{name}")
+        and (s.by_trigger if by_trigger else s.by_worker)
+    )
+
+
 class Actor:
     """A background thread for the cluster's side of a story; `join()` re-raises its failure."""
 

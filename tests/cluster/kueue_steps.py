@@ -85,8 +85,17 @@ class KueueObjects(Workloads):
     def workload(self, name: str) -> Obj:
         return self._get_kueue("workloads", name)
 
-    def wait_workload(self, name: str, predicate: Callable[[Obj | None], bool], timeout: float = 30.0) -> Obj:
-        return self._wait_kueue("workloads", name, predicate, timeout)
+    def wait_workload(
+        self, name: str, predicate: Callable[[Obj | None], bool], timeout: float = 30.0, *, since: str | None = None
+    ) -> Obj:
+        """The Workload once `predicate` holds; with `since` (a `revision()`), the first version after it that holds
+        (`waiting.wait_for`): for a state lab time moves past, such as an eviction before its re-queue."""
+        return self._wait_kueue("workloads", name, predicate, timeout, since)
+
+    def revision(self) -> str:
+        """The resourceVersion of the cluster now (a list's), to wait from with `since`."""
+        listed = self.custom.list_namespaced_custom_object(*KUEUE, self.namespace, "workloads", limit=1)
+        return str(listed["metadata"]["resourceVersion"])
 
     def patch_workload(self, name: str, body: Obj) -> Obj:
         patched: Obj = self.custom.patch_namespaced_custom_object(*KUEUE, self.namespace, "workloads", name, body)
@@ -112,14 +121,29 @@ class KueueObjects(Workloads):
             found = self.custom.get_cluster_custom_object(*KUEUE, plural, name)
         return found
 
-    def _wait_kueue(self, plural: str, name: str | None, predicate: Callable[[Any], bool], timeout: float) -> Obj:
+    def _wait_kueue(
+        self,
+        plural: str,
+        name: str | None,
+        predicate: Callable[[Any], bool],
+        timeout: float,
+        since: str | None = None,
+    ) -> Obj:
         """`waiting.wait_for` on a kind of Kueue's: Workloads in this namespace, the other kinds cluster-wide."""
         if plural in NAMESPACED:
             list_fn, scope = self.custom.list_namespaced_custom_object, {"namespace": self.namespace}
         else:
             list_fn, scope = self.custom.list_cluster_custom_object, {}
         found: Obj = wait_for(
-            list_fn, name, predicate, timeout=timeout, group=KUEUE[0], version=KUEUE[1], plural=plural, **scope
+            list_fn,
+            name,
+            predicate,
+            timeout=timeout,
+            since=since,
+            group=KUEUE[0],
+            version=KUEUE[1],
+            plural=plural,
+            **scope,
         )
         return found
 

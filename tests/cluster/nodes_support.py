@@ -8,6 +8,7 @@ the node lifecycle controller judges each test's zone on its own (its disruption
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from airflow_provider_dispatch.dispatch.vocabulary import (
@@ -16,6 +17,7 @@ from airflow_provider_dispatch.dispatch.vocabulary import (
     LABEL_SUBMISSION,
     POD_LABEL_ADMISSION,
 )
+from airflow_provider_dispatch.lab.kinds import NODE, POD, ApiCoordinates
 from airflow_provider_dispatch.lab.scenario import manifests
 from airflow_provider_dispatch.lab.scenario.scenario import Scenario
 from airflow_provider_dispatch.lab.simulated.nodes import workload
@@ -94,3 +96,40 @@ def phase(obj: Obj | None) -> str | None:
 
 def taint_keys(node: Obj | None) -> set[tuple[str, str]]:
     return {(t["key"], t["effect"]) for t in ((node or {}).get("spec") or {}).get("taints") or ()}
+
+
+class Appears:
+    """For `lab_time.lab_time_stopped_when`: the object once `predicate` holds, through the scenario's watch on the
+    lab's loop; its repr says what it waits for and what it saw last (the message of a wait that timed out)."""
+
+    def __init__(
+        self,
+        scenario: Scenario,
+        coords: ApiCoordinates,
+        namespace: str | None,
+        name: str,
+        predicate: Callable[[Obj | None], bool],
+    ) -> None:
+        self.scenario, self.coords, self.namespace, self.name, self.predicate = (
+            scenario,
+            coords,
+            namespace,
+            name,
+            predicate,
+        )
+        self.seen: list[Obj | None] = []
+
+    async def __call__(self) -> Obj | None:
+        return await self.scenario.inner.wait_for(self.coords, self.namespace, self.name, self.predicate, self.seen)
+
+    def __repr__(self) -> str:
+        last = repr(self.seen[-1])[:2000] if self.seen else "nothing"
+        return f"{self.coords.plural} {self.name}; last seen: {last}"
+
+    @classmethod
+    def node(cls, scenario: Scenario, name: str, predicate: Callable[[Obj | None], bool]) -> Appears:
+        return cls(scenario, NODE, None, name, predicate)
+
+    @classmethod
+    def pod(cls, scenario: Scenario, namespace: str, name: str, predicate: Callable[[Obj | None], bool]) -> Appears:
+        return cls(scenario, POD, namespace, name, predicate)

@@ -1,7 +1,8 @@
 """The lab's fencing agent (`lab/simulated/nodes/fencing.py`) with the node side of the cluster: it fences only nodes
 armed with `fence-after-seconds`, only once they have been not Ready that long, powers the machine off before it
-taints, and removes its taint when the node is Ready again. Lab time moves by `advance` only where a test needs
-the fence to have happened (or not) by a given moment.
+taints, and removes its taint when the node is Ready again. Lab time runs at speed 20, and stands still
+(`lab_time.py`) from the moment the node is seen Unknown where a test needs the fence to have happened (or not) by
+a given moment: it then moves by `advance` only.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from typing import Any
 
 import kubernetes
 import pytest
+from lab_time import lab_time_stopped_when
 
 from airflow_provider_dispatch.lab.clock import parse_timestamp
 from airflow_provider_dispatch.lab.runtime import Lab
@@ -18,7 +20,7 @@ from airflow_provider_dispatch.lab.simulated.controllers import NODE_CONTROLLERS
 from airflow_provider_dispatch.lab.simulated.nodes.fencing import FENCE_AFTER_SECONDS, FencingAgent, fence_after
 from airflow_provider_dispatch.lab.simulated.nodes.kubelet_runs import STATE_ANNOTATION
 
-from .nodes_support import Zone, condition, phase, pod
+from .nodes_support import Appears, Zone, condition, phase, pod
 
 CONTROLLERS = [*NODE_CONTROLLERS, FencingAgent]
 LAB_SPEED = 20.0
@@ -78,15 +80,17 @@ def test_an_armed_node_is_powered_off_then_tainted_once_not_ready_long_enough(
     arm(cluster_api, node, "120")
     scenario.freeze(node)
     scenario.advance(60)  # silent for 60 s: Ready=Unknown (after the 50 s grace), not yet fenced
-    silent = scenario.wait_for_node(node, lambda n: condition(n, "Ready")["status"] == "Unknown")  # type: ignore[index]
-    assert (machine(silent), out_of_service(silent)) == ("frozen", [])
-    since = parse_timestamp(condition(silent, "Ready")["lastTransitionTime"])  # type: ignore[index]
-    assert running(cluster_lab, scenario, node, cluster_namespace)  # frozen: the process runs on
+    unknown = Appears.node(scenario, node, lambda n: condition(n, "Ready")["status"] == "Unknown")  # type: ignore[index]
+    # lab time stands still from the Unknown on, so that the fence 120 s later comes only with the advance below
+    with lab_time_stopped_when(cluster_lab, unknown) as silent:
+        assert (machine(silent), out_of_service(silent)) == ("frozen", [])
+        since = parse_timestamp(condition(silent, "Ready")["lastTransitionTime"])  # type: ignore[index]
+        assert running(cluster_lab, scenario, node, cluster_namespace)  # frozen: the process runs on
 
-    store = cluster_lab.inner.store
-    before = cluster_lab.call(lambda: store.revision)
-    scenario.advance(130)
-    fenced = scenario.wait_for_node(node, lambda n: bool(out_of_service(n)))
+        store = cluster_lab.inner.store
+        before = cluster_lab.call(lambda: store.revision)
+        scenario.advance(130)
+        fenced = scenario.wait_for_node(node, lambda n: bool(out_of_service(n)))
     assert (out_of_service(fenced), machine(fenced)) == ([OUT_OF_SERVICE], "powered-off")
     # the machine was off before the taint went on: no version of the Node has the taint on a running machine
     versions = [

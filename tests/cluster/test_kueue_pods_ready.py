@@ -8,7 +8,10 @@ stayed unready 30 min after being ready (`PodsReadyTimeout`), and queues it agai
 rule to stop.
 
 The lab runs slowly (speed 5) and the tests cross the timeouts with `Scenario.advance`, the healthy kubelets
-heartbeating all along, so each wait reads the lab's own timestamps and no test sleeps.
+heartbeating all along, so each wait reads the lab's own timestamps and no test sleeps. Lab time goes on running
+while a test waits, so an eviction may already be followed by its re-queue when the test looks (under load, a
+30-minute advance takes minutes of wall time): each state lab time moves past is waited for in the versions
+written since a resourceVersion read before the advance (`since`), never in the current state alone.
 """
 
 from __future__ import annotations
@@ -69,6 +72,19 @@ def _advance_to(scenario: Scenario, when: float) -> None:
     scenario.advance(max(0.0, when - scenario.now()) + 1)
 
 
+def _version(obj: dict[str, Any]) -> str:
+    return str(obj["metadata"]["resourceVersion"])
+
+
+def _evicted_by_timeout(wl: dict[str, Any] | None) -> bool:
+    return has(wl, k.EVICTED, "True", k.EVICTED_BY_PODS_READY_TIMEOUT)
+
+
+def _readmitted(wl: dict[str, Any] | None) -> bool:
+    """Admitted again after a backoff (a version from before the eviction's release may still say Admitted)."""
+    return has(wl, k.ADMITTED, "True") and has(wl, k.REQUEUED, "True", k.REASON_BACKOFF_FINISHED)
+
+
 def test_a_lost_node_evicts_after_the_recovery_timeout_and_kueue_requeues_with_backoff(
     kueue: Kueue, scenario: Scenario
 ) -> None:
@@ -99,8 +115,9 @@ def test_a_lost_node_evicts_after_the_recovery_timeout_and_kueue_requeues_with_b
 
     # Taint eviction deletes the lost pod after 300 s; podReplacementPolicy Failed keeps its rank until it is
     # proven gone, so readiness stays lost until the recovery timeout.
+    mark = kueue.revision()
     _advance_to(scenario, unready_since + MINUTES_30)
-    evicted = kueue.wait_workload(wl, lambda w: has(w, k.EVICTED, "True", k.EVICTED_BY_PODS_READY_TIMEOUT))
+    evicted = kueue.wait_workload(wl, _evicted_by_timeout, since=mark)
     eviction = condition(evicted, k.EVICTED) or {}
     assert eviction["message"] == f"Exceeded the PodsReady timeout {kueue.namespace}/{wl}"
     assert _at(evicted, k.EVICTED) >= unready_since + MINUTES_30
@@ -112,23 +129,29 @@ def test_a_lost_node_evicts_after_the_recovery_timeout_and_kueue_requeues_with_b
     ]
 
     released = kueue.wait_workload(
-        wl, lambda w: has(w, k.REQUEUED, "False", k.EVICTED_BY_PODS_READY_TIMEOUT) and has(w, k.QUOTA_RESERVED, "False")
+        wl,
+        lambda w: has(w, k.REQUEUED, "False", k.EVICTED_BY_PODS_READY_TIMEOUT) and has(w, k.QUOTA_RESERVED, "False"),
+        since=_version(evicted),
     )
-    assert kueue.trainjob(name)["spec"]["suspend"] is True  # Kueue stopped the TrainJob by itself
+    kueue.wait_trainjob(name, lambda tj: tj["spec"]["suspend"] is True, since=mark)  # Kueue stopped it by itself
     assert _at(released, k.QUOTA_RESERVED) < requeue_at  # released before the backoff ends: it waits in the queue
 
     _advance_to(scenario, requeue_at)
-    readmitted = kueue.wait_workload(wl, lambda w: has(w, k.ADMITTED, "True"))
+    readmitted = kueue.wait_workload(wl, _readmitted, since=_version(released))
     assert has(readmitted, k.REQUEUED, "True", k.REASON_BACKOFF_FINISHED)
     assert _at(readmitted, k.QUOTA_RESERVED) >= requeue_at
     assert _requeue(readmitted) == {"count": 1}  # requeueAt cleared, the count kept
-    assert kueue.wait_trainjob(name, lambda tj: tj["spec"]["suspend"] is False) is not None
+    unsuspended = kueue.wait_trainjob(name, lambda tj: tj["spec"]["suspend"] is False, since=_version(released))
+    assert unsuspended is not None
 
     # The lost pod still terminates and holds its rank, so the re-admitted TrainJob is not ready either: 30 min
     # after this admission Kueue evicts it again, and the backoff doubles.
-    again = kueue.wait_workload(wl, lambda w: has(w, k.PODS_READY, "False", k.PODS_READY_WAIT_FOR_START))
+    again = kueue.wait_workload(
+        wl, lambda w: has(w, k.PODS_READY, "False", k.PODS_READY_WAIT_FOR_START), since=_version(released)
+    )
+    mark = kueue.revision()
     _advance_to(scenario, _at(again, k.ADMITTED) + MINUTES_30)
-    second = kueue.wait_workload(wl, lambda w: _requeue(w).get("count") == 2 and has(w, k.EVICTED, "True"))
+    second = kueue.wait_workload(wl, lambda w: _requeue(w).get("count") == 2 and has(w, k.EVICTED, "True"), since=mark)
     assert parse_timestamp(_requeue(second)["requeueAt"]) == _at(second, k.EVICTED) + 120
     assert {(e["underlyingCause"], e["count"]) for e in _evictions(second)} == {
         (k.PODS_READY_WAIT_FOR_RECOVERY, 1),
@@ -152,8 +175,9 @@ def test_the_readmission_after_the_backoff_still_waits_for_the_admission_check(
     kueue.wait_pods(trainjob_selector(name), lambda pods: len(pods) == 2)
     assert has(kueue.wait_workload(wl, lambda w: condition(w, k.PODS_READY) is not None), k.PODS_READY, "False")
 
+    mark = kueue.revision()
     _advance_to(scenario, _at(admitted, k.ADMITTED) + MINUTES_30)
-    evicted = kueue.wait_workload(wl, lambda w: has(w, k.EVICTED, "True", k.EVICTED_BY_PODS_READY_TIMEOUT))
+    evicted = kueue.wait_workload(wl, _evicted_by_timeout, since=mark)
     assert _evictions(evicted) == [
         {"reason": k.EVICTED_BY_PODS_READY_TIMEOUT, "underlyingCause": k.PODS_READY_WAIT_FOR_START, "count": 1}
     ]
@@ -163,7 +187,9 @@ def test_the_readmission_after_the_backoff_still_waits_for_the_admission_check(
 
     _advance_to(scenario, requeue_at)
     held = kueue.wait_workload(
-        wl, lambda w: has(w, k.REQUEUED, "True", k.REASON_BACKOFF_FINISHED) and has(w, k.QUOTA_RESERVED, "True")
+        wl,
+        lambda w: has(w, k.REQUEUED, "True", k.REASON_BACKOFF_FINISHED) and has(w, k.QUOTA_RESERVED, "True"),
+        since=_version(evicted),
     )
     assert not has(held, k.ADMITTED, "True")
     assert kueue.trainjob(name)["spec"]["suspend"] is True
@@ -207,16 +233,18 @@ def test_shorter_timeouts_and_a_requeue_limit_deactivate_the_workload(configured
     wl = kueue.workload_name(name)
     admitted = kueue.wait_workload(wl, lambda w: has(w, k.ADMITTED, "True"))
 
+    mark = kueue.revision()
     _advance_to(scenario, _at(admitted, k.ADMITTED) + 120)
-    evicted = kueue.wait_workload(wl, lambda w: has(w, k.EVICTED, "True", k.EVICTED_BY_PODS_READY_TIMEOUT))
+    evicted = kueue.wait_workload(wl, _evicted_by_timeout, since=mark)  # re-queued 10 s later
     assert parse_timestamp(_requeue(evicted)["requeueAt"]) == _at(evicted, k.EVICTED) + 10
 
     _advance_to(scenario, parse_timestamp(_requeue(evicted)["requeueAt"]))
-    readmitted = kueue.wait_workload(wl, lambda w: has(w, k.ADMITTED, "True"))
+    readmitted = kueue.wait_workload(wl, _readmitted, since=_version(evicted))
+    mark = kueue.revision()
     _advance_to(scenario, _at(readmitted, k.ADMITTED) + 120)
     # backoffLimitCount 1 is used up: deactivated instead of evicted again
     deactivated = kueue.wait_workload(
-        wl, lambda w: (w.get("spec") or {}).get("active") is False and has(w, k.EVICTED, "True")
+        wl, lambda w: (w.get("spec") or {}).get("active") is False and has(w, k.EVICTED, "True"), since=mark
     )
     assert (condition(deactivated, k.EVICTED) or {})["reason"] == "DeactivatedDueToRequeuingLimitExceeded"
     assert (condition(deactivated, k.EVICTED) or {})["message"] == (

@@ -1,10 +1,16 @@
 """Machines that fail, and what the control plane does about it: frozen and lost nodes, power-off and reboot,
-the lifecycle taints and taint-based eviction, PodGC's three rules, and the overlap recorder's truth."""
+the lifecycle taints and taint-based eviction, PodGC's three rules, and the overlap recorder's truth.
+
+Lab time runs at speed 20 so that the controllers' loops turn by themselves, and stands still (`lab_time.py`) across
+each window a test checks, from the action or the state that opens it: a quarantine, a toleration or a run that
+lab time would end while the test thread waits for the CPU.
+"""
 
 from __future__ import annotations
 
 import kubernetes
 import pytest
+from lab_time import lab_time_stopped, lab_time_stopped_when
 
 from airflow_provider_dispatch.lab.clock import parse_timestamp
 from airflow_provider_dispatch.lab.runtime import Lab
@@ -12,7 +18,7 @@ from airflow_provider_dispatch.lab.scenario.scenario import Scenario
 from airflow_provider_dispatch.lab.simulated.controllers import NODE_CONTROLLERS
 from airflow_provider_dispatch.lab.simulated.nodes.podgc import PodGarbageCollector
 
-from .nodes_support import Zone, condition, execution_labels, phase, pod, taint_keys
+from .nodes_support import Appears, Zone, condition, execution_labels, phase, pod, taint_keys
 from .waiting import wait_for
 
 CONTROLLERS = NODE_CONTROLLERS
@@ -33,9 +39,28 @@ def _running_processes(scenario: Scenario, ns: str) -> set[str]:
     return {r.pod for r in scenario.lab.call(lambda: scenario.recorder.running(ns))}
 
 
+def _collector(lab: Lab) -> PodGarbageCollector:
+    return next(c for c in lab.inner.controllers if isinstance(c, PodGarbageCollector))
+
+
 def _gc_passes(lab: Lab) -> int:
-    collector = next(c for c in lab.inner.controllers if isinstance(c, PodGarbageCollector))
+    collector = _collector(lab)
     return lab.call(lambda: collector.passes)
+
+
+class _GcPasses:
+    """For `lab_time_stopped_when`: PodGC has made `count` passes in all (its own counter, on the lab's loop)."""
+
+    def __init__(self, lab: Lab, count: int) -> None:
+        self.collector, self.count = _collector(lab), count
+
+    async def __call__(self) -> int:
+        async with self.collector.passed:
+            await self.collector.passed.wait_for(lambda: self.collector.passes >= self.count)
+            return self.collector.passes
+
+    def __repr__(self) -> str:
+        return f"PodGC pass {self.count} (it has made {self.collector.passes})"
 
 
 def test_a_frozen_node_keeps_its_pods_terminating_and_is_tainted_and_evicted(
@@ -52,29 +77,32 @@ def test_a_frozen_node_keeps_its_pods_terminating_and_is_tainted_and_evicted(
     core.delete_namespaced_pod("deleted", ns)
 
     scenario.advance(60)
-    node = scenario.wait_for_node(frozen, lambda n: UNREACHABLE_NO_EXECUTE in taint_keys(n))
-    ready = condition(node, "Ready")
-    assert ready is not None
-    assert (ready["status"], ready["reason"]) == ("Unknown", "NodeStatusUnknown")
-    assert ready["message"] == "Kubelet stopped posting node status."
-    # the last renewal was up to 10 s before the freeze, the controller looks every 5 s, advance() steps by 10 s
-    assert 40 <= parse_timestamp(ready["lastTransitionTime"]) - frozen_at <= 75
-    kept = core.read_namespaced_pod("kept", ns)
-    assert kept.metadata.deletion_timestamp is None  # tolerated for 300 s (DefaultTolerationSeconds)
-    assert next(c for c in kept.status.conditions if c.type == "Ready").status == "False"  # MarkPodsNotReady
+    tainted = Appears.node(scenario, frozen, lambda n: UNREACHABLE_NO_EXECUTE in taint_keys(n))
+    with lab_time_stopped_when(scenario.lab, tainted) as node:  # the toleration's 300 s start: time stands still
+        ready = condition(node, "Ready")
+        assert ready is not None
+        assert (ready["status"], ready["reason"]) == ("Unknown", "NodeStatusUnknown")
+        assert ready["message"] == "Kubelet stopped posting node status."
+        # the last renewal was up to 10 s before the freeze, the controller looks every 5 s, advance() steps by 10 s
+        assert 40 <= parse_timestamp(ready["lastTransitionTime"]) - frozen_at <= 75
+        kept = core.read_namespaced_pod("kept", ns)
+        assert kept.metadata.deletion_timestamp is None  # tolerated for 300 s (DefaultTolerationSeconds)
+        assert next(c for c in kept.status.conditions if c.type == "Ready").status == "False"  # MarkPodsNotReady
+        [taint] = [t for t in node["spec"]["taints"] if (t["key"], t["effect"]) == UNREACHABLE_NO_EXECUTE]  # type: ignore[index]
 
-    scenario.advance(300)
-    evicted = scenario.wait_for_pod(ns, "kept", lambda p: bool(p and p["metadata"].get("deletionTimestamp")))
-    disruption = condition(evicted, "DisruptionTarget")
-    assert disruption is not None
-    assert disruption["reason"] == "DeletionByTaintManager"
+        scenario.advance(300)  # the taint manager's timer is due: it evicts
+        evicted = scenario.wait_for_pod(ns, "kept", lambda p: bool(p and p["metadata"].get("deletionTimestamp")))
+        disruption = condition(evicted, "DisruptionTarget")
+        assert disruption is not None
+        assert disruption["reason"] == "DeletionByTaintManager"
+        assert parse_timestamp(disruption["lastTransitionTime"]) - parse_timestamp(taint["timeAdded"]) >= 300
 
-    scenario.advance(3600)
-    for name in ("deleted", "kept"):
-        stuck = core.read_namespaced_pod(name, ns)
-        assert stuck.metadata.deletion_timestamp is not None
-        assert stuck.status.phase == "Running"  # nobody confirms: Terminating for as long as the node is frozen
-    assert _running_processes(scenario, ns) == {"deleted", "kept"}  # and the machine still runs them
+        scenario.advance(3600)
+        for name in ("deleted", "kept"):
+            stuck = core.read_namespaced_pod(name, ns)
+            assert stuck.metadata.deletion_timestamp is not None
+            assert stuck.status.phase == "Running"  # nobody confirms: Terminating for as long as the node is frozen
+        assert _running_processes(scenario, ns) == {"deleted", "kept"}  # and the machine still runs them
 
 
 def test_a_recovered_kubelet_confirms_the_deletions_and_the_taints_go(
@@ -108,13 +136,16 @@ def test_a_lost_node_runs_on_and_reports_when_it_is_back(
     ns = cluster_namespace
     node = zone.node("n")
     zone.node("other")
-    _started(scenario, core, ns, pod("p", node=node, run_seconds=100))
-    scenario.lose(node)
-    scenario.advance(110)
-    assert _running_processes(scenario, ns) == set()  # the machine ran it to the end...
-    assert core.read_namespaced_pod("p", ns).status.phase == "Running"  # ...and nobody could tell the API
-    scenario.recover(node)
-    assert phase(scenario.wait_for_pod(ns, "p", lambda p: phase(p) != "Running")) == "Succeeded"
+    # time stands still from the start: the 100 s run is lab time, and so is the taint manager's eviction of the
+    # pod 300 s after the node goes Unknown, which would leave the kubelet nothing to report when it is back
+    with lab_time_stopped(scenario.lab):
+        _started(scenario, core, ns, pod("p", node=node, run_seconds=100))
+        scenario.lose(node)
+        scenario.advance(110)
+        assert _running_processes(scenario, ns) == set()  # the machine ran it to the end...
+        assert core.read_namespaced_pod("p", ns).status.phase == "Running"  # ...and nobody could tell the API
+        scenario.recover(node)
+        assert phase(scenario.wait_for_pod(ns, "p", lambda p: phase(p) != "Running")) == "Succeeded"
 
 
 @pytest.mark.parametrize(
@@ -133,12 +164,11 @@ def test_power_off_stops_the_processes_and_a_reboot_decides_by_restart_policy(
     node = zone.node("n")
     zone.node("other")
     _started(scenario, core, ns, pod("p", node=node, restart_policy=restart_policy))
-    scenario.power_off(node)
-    off_at = scenario.now()
-    assert _running_processes(scenario, ns) == set()
-    (record,) = scenario.processes(ns, "")
-    assert record.stop is not None
-    assert abs(record.stop - off_at) < 1
+    with lab_time_stopped(scenario.lab) as off_at:  # the machine goes off at this very lab instant
+        scenario.power_off(node)
+        assert _running_processes(scenario, ns) == set()
+        (record,) = scenario.processes(ns, "")
+        assert record.stop == off_at
     scenario.advance(30)
     assert core.read_namespaced_pod("p", ns).status.phase == "Running"  # nothing told the API
 
@@ -202,11 +232,12 @@ def test_out_of_service_on_a_ready_node_podgc_does_nothing(
     scenario.taint_out_of_service(node, effect=effect)
     passes = _gc_passes(cluster_lab)
     scenario.advance(60)
-    assert _gc_passes(cluster_lab) >= passes + 3
-    slow = core.read_namespaced_pod("slow", ns)
-    assert slow.status.phase == "Running"  # not Failed: the node is Ready, so the taint proves nothing
-    assert slow.metadata.deletion_grace_period_seconds == 900
-    assert _running_processes(scenario, ns) == {"slow"}
+    # three of PodGC's passes since the taint, then time stands still: the pod's 600 s of termination are far off
+    with lab_time_stopped_when(cluster_lab, _GcPasses(cluster_lab, passes + 3)):
+        slow = core.read_namespaced_pod("slow", ns)
+        assert slow.status.phase == "Running"  # not Failed: the node is Ready, so the taint proves nothing
+        assert slow.metadata.deletion_grace_period_seconds == 900
+        assert _running_processes(scenario, ns) == {"slow"}
 
 
 def test_out_of_service_on_a_not_ready_node_podgc_fails_then_removes_the_pods(
@@ -222,8 +253,9 @@ def test_out_of_service_on_a_not_ready_node_podgc_fails_then_removes_the_pods(
     core.delete_namespaced_pod("terminating", ns)
     core.delete_namespaced_pod("plain", ns)
     scenario.advance(60)
-    scenario.wait_for_node(node, lambda n: condition(n, "Ready")["status"] == "Unknown")  # type: ignore[index]
-    assert core.read_namespaced_pod("running", ns).metadata.deletion_timestamp is None
+    unknown = Appears.node(scenario, node, lambda n: condition(n, "Ready")["status"] == "Unknown")  # type: ignore[index]
+    with lab_time_stopped_when(scenario.lab, unknown):  # the unreachable taint's 300 s toleration has not run out
+        assert core.read_namespaced_pod("running", ns).metadata.deletion_timestamp is None
 
     scenario.taint_out_of_service(node)  # NoExecute: the taint manager evicts "running" at once, then PodGC
     scenario.advance(25)
@@ -243,11 +275,11 @@ def test_pods_of_a_deleted_node_go_after_the_quarantine_with_a_disruption_condit
     ns = cluster_namespace
     node = zone.node("n")
     _started(scenario, core, ns, pod("orphan", node=node, finalizer=True))
-    scenario.power_off(node)
-    scenario.delete_node(node)
-    deleted_at = scenario.now()
-    scenario.advance(30)
-    assert core.read_namespaced_pod("orphan", ns).status.phase == "Running"  # still in quarantine
+    with lab_time_stopped(scenario.lab) as deleted_at:  # the 40 s quarantine is lab time
+        scenario.power_off(node)
+        scenario.delete_node(node)
+        scenario.advance(30)
+        assert core.read_namespaced_pod("orphan", ns).status.phase == "Running"  # still in quarantine
 
     scenario.advance(40)
     failed = scenario.wait_for_pod(ns, "orphan", lambda p: phase(p) == "Failed")

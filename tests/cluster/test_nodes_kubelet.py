@@ -1,5 +1,6 @@
 """The scheduler and the kubelets on healthy nodes: binding, running to completion, graceful deletion, and the
-lab's own annotations, all through the official client, in lab time."""
+lab's own annotations, all through the official client, in lab time. A test that reads a pod while a lab-time run
+or termination would end it holds lab time still across that window (`lab_time.py`)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import kubernetes
 import pytest
 from api_answers import expect_answer
 from kubernetes.client import ApiException
+from lab_time import lab_time_stopped
 
 from airflow_provider_dispatch.lab.scenario.scenario import Scenario
 from airflow_provider_dispatch.lab.simulated.controllers import NODE_CONTROLLERS
@@ -89,18 +91,19 @@ def test_a_pod_runs_and_exits_as_its_annotations_say(
 ) -> None:
     ns = cluster_namespace
     node = zone.node("n")
-    core.create_namespaced_pod(ns, pod("p", node=node, run_seconds=45, exit_code=exit_code))
-    running = wait_for(core.list_namespaced_pod, "p", _running, namespace=ns)
-    state = running.status.container_statuses[0]
-    assert state.ready
-    assert state.state.running is not None
-    assert running.status.start_time is not None
-    assert {c.type: c.status for c in running.status.conditions}["Ready"] == "True"
+    with lab_time_stopped(scenario.lab):  # the 45 s run is lab time: it ends when the test advances past it
+        core.create_namespaced_pod(ns, pod("p", node=node, run_seconds=45, exit_code=exit_code))
+        running = wait_for(core.list_namespaced_pod, "p", _running, namespace=ns)
+        state = running.status.container_statuses[0]
+        assert state.ready
+        assert state.state.running is not None
+        assert running.status.start_time is not None
+        assert {c.type: c.status for c in running.status.conditions}["Ready"] == "True"
 
-    scenario.advance(50)
-    done = wait_for(
-        core.list_namespaced_pod, "p", lambda p: p is not None and p.status.phase != "Running", namespace=ns
-    )
+        scenario.advance(50)
+        done = wait_for(
+            core.list_namespaced_pod, "p", lambda p: p is not None and p.status.phase != "Running", namespace=ns
+        )
     assert done.status.phase == expected_phase
     terminated = done.status.container_statuses[0].state.terminated
     assert (terminated.exit_code, terminated.reason) == (exit_code, reason)
@@ -168,18 +171,19 @@ def test_graceful_deletion_on_a_ready_node_ends_within_the_grace_period(
     body = pod("p", node=zone.node("n"), termination_seconds=termination, grace=grace, finalizer=True)
     core.create_namespaced_pod(ns, body)
     wait_for(core.list_namespaced_pod, "p", _running, namespace=ns)
-    core.delete_namespaced_pod("p", ns)
-    deleting = core.read_namespaced_pod("p", ns)
-    assert deleting.status.phase == "Running"
-    requested_at = deleting.metadata.deletion_timestamp - timedelta(seconds=grace)
+    with lab_time_stopped(scenario.lab):  # the termination (5 s in the first case) ends when the test advances
+        core.delete_namespaced_pod("p", ns)
+        deleting = core.read_namespaced_pod("p", ns)
+        assert deleting.status.phase == "Running"
+        requested_at = deleting.metadata.deletion_timestamp - timedelta(seconds=grace)
 
-    scenario.advance(grace + 5)
-    final = wait_for(
-        core.list_namespaced_pod,
-        "p",
-        lambda p: p is not None and p.metadata.deletion_grace_period_seconds == 0,
-        namespace=ns,
-    )
+        scenario.advance(grace + 5)
+        final = wait_for(
+            core.list_namespaced_pod,
+            "p",
+            lambda p: p is not None and p.metadata.deletion_grace_period_seconds == 0,
+            namespace=ns,
+        )
     terminated = final.status.container_statuses[0].state.terminated
     assert final.status.phase == "Failed"  # the terminal phase comes first, then the kubelet's grace-0 delete
     assert terminated.exit_code == exit_code

@@ -108,12 +108,15 @@ class Workloads:
 
     # ----------------------------------------------------------------------------------- waiting
 
-    def wait_trainjob(self, name: str, predicate: Any, timeout: float = 30.0) -> Obj:
+    def wait_trainjob(self, name: str, predicate: Any, timeout: float = 30.0, *, since: str | None = None) -> Obj:
+        """The TrainJob once `predicate` holds; with `since`, the first version after that resourceVersion that
+        holds (`waiting.wait_for`)."""
         found: Obj = wait_for(
             self.custom.list_namespaced_custom_object,
             name,
             predicate,
             timeout=timeout,
+            since=since,
             group=TRAINER[0],
             version=TRAINER[1],
             namespace=self.namespace,
