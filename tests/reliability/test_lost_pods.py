@@ -17,11 +17,14 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
+from aiohttp import web
 
 from airflow_provider_dispatch.dispatch.errors import PodsRemainError
 from airflow_provider_dispatch.lab.apiserver.delays import DelayRule
+from airflow_provider_dispatch.lab.apiserver.server import CLOCK_OFFSET_KEY
 
 from .harness import ReliabilityLab
+from dispatch_lab.middleware import Handler
 from .one_pod import RUNNING, core, do, hold, one_pod_world, only_process, overlaps, release, require
 from .schedule import Step
 from .world import NAMESPACE, World
@@ -158,3 +161,60 @@ def test_case_3_a_namesake_admitted_while_the_predecessors_job_lives(never_world
         do(world, Step.of("advance", seconds=5))
     assert world.rlab.sc.rank_overlaps(NAMESPACE, world.objects[0].name) == []
     assert admitted.execution is None, f"admitted while the predecessor's Job lives: {admitted.describe()}"
+
+
+@pytest.fixture
+def slow_world() -> Iterator[World]:
+    """As `world`, but the process takes 200 s to stop after SIGTERM and may (grace 300 s)."""
+    yield from one_pod_world(200, 300)
+
+
+def test_finding_4_a_deleted_node_whose_machine_runs_is_not_proof_at_once(slow_world: World) -> None:
+    """`kubectl delete node` on a node that was Ready a moment ago, its machine on and connected: PodGC
+    force-deletes the orphaned pod after its 40 s quarantine, while the kubelet is still stopping the process
+    (200 s after SIGTERM). A release then must not admit beside it."""
+    world = slow_world
+    pod, node = only_process(world)
+    do(world, Step.of("hold", obj=0, caller=0), SETTLE)
+    blocked = release(world)
+    require(isinstance(blocked.error, PodsRemainError), f"not blocked by the stopping pod: {blocked.describe()}")
+    core(world).delete_node(node)  # the machine stays on: Ready until a moment ago
+    world.rlab.settle()
+    do(world, Step.of("advance", seconds=30), Step.of("advance", seconds=30))  # PodGC: quarantine, GET, delete
+    require(pod not in [p.metadata.name for p in _pods(world)], "PodGC did not delete the orphaned pod")
+    after = release(world)
+    do(world, Step.of("advance", seconds=5))
+    assert overlaps(world) == []
+    assert after.execution is None, f"admitted beside the process of the deleted node: {after.describe()}"
+
+
+def _fast_replica(world: World, seconds: float) -> object:
+    """Behind a load balancer, the callers' `GET /version` reaches an API server replica whose clock runs
+    `seconds` ahead (lab.apiserver.server `CLOCK_OFFSET_KEY`)."""
+
+    async def ahead(request: web.Request, handler: Handler) -> web.StreamResponse:
+        request[CLOCK_OFFSET_KEY] = seconds
+        return await handler(request)
+
+    world.rlab.hooks.add(ahead, lambda request: request.path == "/version")
+    return ahead
+
+
+def test_finding_5_a_replica_whose_clock_runs_ahead_does_not_end_the_settle_early(world: World) -> None:
+    """A pod creation of the Job controller in flight across a quick hold (held 55 s in the API server, within its
+    60 s request timeout); the release's `GET /version` reaches a replica 45 s ahead: it must not take the settle
+    for over, or the creation lands after the admission, a pod labelled A=2 running as execution 3's rank."""
+    do(world, Step.of("hold", obj=0, caller=0), SETTLE)
+    creation = _hold_back(world, "dispatch-lab/job-controller", "create")
+    started = release(world)
+    require(started.execution is not None and started.execution.admission == 2, started.describe())
+    held = hold(world)
+    require(held.error is None, held.describe())
+    _fast_replica(world, 45.0)
+    do(world, Step.of("advance", seconds=50))
+    early = release(world)
+    do(world, Step.of("advance", seconds=5))
+    _let_through(world, creation)
+    do(world, Step.of("advance", seconds=5))
+    assert world.check() == []
+    assert early.execution is None, f"admitted while a creation was in flight: {early.describe()}"

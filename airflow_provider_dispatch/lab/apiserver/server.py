@@ -48,6 +48,10 @@ _MAX_WRITE_ATTEMPTS = 8
 
 USER_KEY = web.RequestKey("user", UserInfo)
 INFO_KEY = web.RequestKey("request_info", RequestInfo)
+CLOCK_OFFSET_KEY = web.RequestKey("clock_offset", float)
+"""Seconds the clock of the replica that answers this request is ahead of the lab clock (negative: behind). A
+middleware sets it to stage API server replicas behind a load balancer whose clocks differ (each kube-apiserver
+writes its own `time.Now()` into `Date`, Go's `net/http` `Server`): only the `Date` header moves."""
 
 
 def _status_success(details: Obj | None = None, code: int = 200) -> Obj:
@@ -110,8 +114,8 @@ class LabApiServer:
     async def _date_header(self, request: web.Request, response: web.StreamResponse) -> None:
         """Every answer's `Date` is the lab clock's, as a real API server's is its clock (Go's net/http sets it
         on every response): clients that judge elapsed time by the server's clock (dispatch's settle) see lab
-        time, which may run faster than the wall clock."""
-        response.headers["Date"] = format_date_time(self.clock.now())
+        time, which may run faster than the wall clock. `CLOCK_OFFSET_KEY` shifts it for one request."""
+        response.headers["Date"] = format_date_time(self.clock.now() + request.get(CLOCK_OFFSET_KEY, 0.0))
 
     # ---------------------------------------------------------------------------------------- middleware
 
