@@ -32,6 +32,7 @@ from aiohttp import web
 from airflow_provider_dispatch.lab.apiserver.auth.auth import Authenticator, Authorizer
 from airflow_provider_dispatch.lab.apiserver.auth.rbac_setup import LabRbac
 from airflow_provider_dispatch.lab.apiserver.registry.admission import AdmissionChain
+from airflow_provider_dispatch.lab.apiserver.registry.admission_policies import AdmissionPolicies
 from airflow_provider_dispatch.lab.apiserver.registry.resources import Registry, default_registry
 from airflow_provider_dispatch.lab.apiserver.registry.strategy import prepare_create
 from airflow_provider_dispatch.lab.apiserver.server import LabApiServer
@@ -115,6 +116,7 @@ class AsyncLab:
         self.ledger = AdmissionLedger()
         self.store.add_listener(self.ledger.observe)
         self.admission = AdmissionChain()
+        self.admission.register(AdmissionPolicies(self.store))
         self.registry = registry or default_registry()
         self.server = LabApiServer(
             self.registry,

@@ -305,9 +305,11 @@ class LabApiServer:
         old: Obj | None,
         user: UserInfo,
         dry_run: bool,
+        options: Obj | None = None,
     ) -> Obj | None:
         """Mutating admission, defaulting, schema validation, validating admission; returns the object to store."""
         meta = (obj or old or {}).get("metadata") or {}
+        kind = {"CREATE": "CreateOptions", "UPDATE": "UpdateOptions", "DELETE": "DeleteOptions"}[operation]
         request = AdmissionRequest(
             operation,
             resource,
@@ -318,6 +320,7 @@ class LabApiServer:
             old,
             user,
             dry_run,
+            options if options is not None else {"kind": kind, "apiVersion": "meta.k8s.io/v1"},
         )
         await self.admission.mutate(request)
         if request.obj is not None:
@@ -614,7 +617,7 @@ class LabApiServer:
         key = (namespace or "", name)
         current = self._must_get(resource, namespace, name)
         check_preconditions(resource, current, options)
-        await self._admit("DELETE", resource, None, None, current, user, options.dry_run)
+        await self._admit("DELETE", resource, None, None, current, user, options.dry_run, options.as_object())
         latest = self._must_get(resource, namespace, name)
         outcome = decide(resource, latest, options, self.clock)
         if options.dry_run or outcome.action == "pending":
