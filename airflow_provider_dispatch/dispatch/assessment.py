@@ -89,12 +89,15 @@ class Execution:
     """The execution identity (job id, submission, A) (DESIGN §2). A 0 means never admitted by dispatch.
 
     `accepted_risks` are the runtime risks (policy.py) a platform team accepted for this execution: not part of
-    the identity, carried so that every caller can log them at each admission."""
+    the identity, carried so that every caller can log them at each admission. `fence_note`, set on the execution
+    an admission returns, says why that admission was not backed by the pod fence for the whole execution it
+    ended (fence.py), "" when it was: logged likewise."""
 
     job_id: str
     submission: str
     admission: int
     accepted_risks: tuple[str, ...] = field(default=(), compare=False)
+    fence_note: str = field(default="", compare=False)
 
     def as_dict(self) -> dict[str, Any]:
         body: dict[str, Any] = {"job_id": self.job_id, "submission": self.submission, "admission": self.admission}

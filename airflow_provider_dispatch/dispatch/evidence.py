@@ -61,12 +61,13 @@ TrainJob at a time, and 2 waits for that.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Final
 
 from airflow_provider_dispatch.dispatch.fencing import ExecutionPods
+from airflow_provider_dispatch.dispatch.nodes import DEFAULT_CLOCK_SKEW_SECONDS
 from airflow_provider_dispatch.dispatch.selection import jobset_job_names
 from airflow_provider_dispatch.dispatch.vocabulary import (
     CONDITION_SUSPENDED,
@@ -96,11 +97,20 @@ class HoldEvidence:
     not exist. `server_now` is the API server's clock (the `Date` of an answer), None when unknown.
     """
 
+    @property
+    def wait_seconds(self) -> float:
+        """What the settle waits: `settle_seconds` plus the clock skew bound (module docstring, 4)."""
+        return self.settle_seconds + self.clock_skew_seconds
+
     jobset: Mapping[str, Any] | None
     jobs: Mapping[str, Mapping[str, Any] | None] = field(default_factory=dict)
     record: ExecutionPods | None = None
     server_now: datetime | None = None
     settle_seconds: float = DEFAULT_SETTLE_SECONDS
+    #: the Jobs a deleted TrainJob of the same name left that may still create pods (`predecessor_jobs`)
+    predecessors: tuple[str, ...] = ()
+    #: the bound on the skew between API server replicas' clocks (nodes.py `DEFAULT_CLOCK_SKEW_SECONDS`)
+    clock_skew_seconds: float = DEFAULT_CLOCK_SKEW_SECONDS
 
 
 def expected_job_names(jobset: Mapping[str, Any] | None) -> tuple[str, ...]:
@@ -203,13 +213,18 @@ def hold_reached(evidence: HoldEvidence) -> datetime | None:
     return max(known) if known else None
 
 
-def settles_at(record: ExecutionPods | None, settle_seconds: float, reached: datetime | None = None) -> datetime | None:
+def settles_at(record: ExecutionPods | None, wait_seconds: float, reached: datetime | None = None) -> datetime | None:
     """When the recorded hold is old enough that no write from before it can land (module docstring, 4):
-    `settle_seconds` after the record, or after the hold `reached` the JobSet and the Jobs when that was later."""
-    if record is None or record.since is None:
+    `wait_seconds` (the settle plus the clock skew bound) after the record, or after the hold `reached` the JobSet
+    and the Jobs when that was later; for a namesake (A = 0), after its predecessor's last Job was found gone."""
+    if record is None:
+        return None
+    if record.admission == 0:
+        return None if record.cleared is None else record.cleared + timedelta(seconds=wait_seconds)
+    if record.since is None:
         return None
     start = record.since if reached is None or reached <= record.since else reached
-    return start + timedelta(seconds=settle_seconds)
+    return start + timedelta(seconds=wait_seconds)
 
 
 def _shortcut(record: ExecutionPods, evidence: HoldEvidence, admission: int) -> bool:
@@ -217,7 +232,7 @@ def _shortcut(record: ExecutionPods, evidence: HoldEvidence, admission: int) -> 
     resumed it for this execution and the Job controller acted on the hold (module docstring, 4)."""
     if record.started is None or record.since is None:
         return False
-    if (record.since - record.started).total_seconds() < evidence.settle_seconds:
+    if (record.since - record.started).total_seconds() < evidence.wait_seconds:
         return False
     return all(_acted_on_the_hold(job, admission) for job in evidence.jobs.values())
 
@@ -256,14 +271,16 @@ def judge_hold(trainjob: Mapping[str, Any], evidence: HoldEvidence, admission: i
 def _settling(trainjob: Mapping[str, Any], evidence: HoldEvidence, admission: int) -> NotObserved | None:
     ref = f"{namespace_of(trainjob)}/{name_of(trainjob)}"
     record = evidence.record
-    if admission == 0 or record is None or _shortcut(record, evidence, admission):
+    if admission == 0:
+        return _namesake_settling(ref, evidence)
+    if record is None or _shortcut(record, evidence, admission):
         return None
     reached = hold_reached(evidence)
-    until = settles_at(record, evidence.settle_seconds, reached)
+    until = settles_at(record, evidence.wait_seconds, reached)
     now = evidence.server_now
     if until is None or (now is not None and now >= until):
         return None
-    left = evidence.settle_seconds if now is None else (until - now).total_seconds()
+    left = evidence.wait_seconds if now is None else (until - now).total_seconds()
     late = ""
     if reached is not None and record.since is not None and reached > record.since:
         late = (
@@ -274,9 +291,53 @@ def _settling(trainjob: Mapping[str, Any], evidence: HoldEvidence, admission: in
         f"the hold of TrainJob {ref} settles until {until.strftime('%Y-%m-%dT%H:%M:%SZ')} ({left:.0f} s more{late}): "
         "a pod creation or another write a controller started before it saw the hold may still land until then "
         "(the API server's request timeout plus the time controllers take to see the hold, "
-        f"{evidence.settle_seconds:g} s)",
+        f"{evidence.settle_seconds:g} s, plus {evidence.clock_skew_seconds:g} s for the API servers' clocks)",
         seconds_left=left,
     )
+
+
+def _namesake_settling(ref: str, evidence: HoldEvidence) -> NotObserved | None:
+    """A never-admitted object whose record found something a deleted TrainJob of its name left: its
+    predecessor's controllers may still have a write in flight until the settle has passed since its last Job was
+    found gone (module docstring, 5)."""
+    record = evidence.record
+    if record is None or not record.leftovers:
+        return None
+    until = settles_at(record, evidence.wait_seconds)
+    now = evidence.server_now
+    if until is not None and now is not None and now >= until:
+        return None
+    if until is None:
+        return NotObserved(
+            f"TrainJob {ref} was opened after a TrainJob of the same name that left pods or Jobs, and none of its "
+            "Jobs is left now: a writer's check (release, or the admission check) starts the settle of "
+            f"{evidence.wait_seconds:g} s from now, since that TrainJob's controllers may still have a write in flight",
+            seconds_left=evidence.wait_seconds,
+        )
+    left = evidence.wait_seconds if now is None else (until - now).total_seconds()
+    return NotObserved(
+        f"TrainJob {ref} was opened after a TrainJob of the same name that left pods or Jobs: it settles until "
+        f"{until.strftime('%Y-%m-%dT%H:%M:%SZ')} ({left:.0f} s more), {evidence.wait_seconds:g} s after its last Job "
+        "was found gone, since a pod creation or another write of that TrainJob's controllers may still land until then",
+        seconds_left=left,
+    )
+
+
+def predecessor_jobs(jobset: Mapping[str, Any] | None, labelled: Iterable[Mapping[str, Any]]) -> tuple[str, ...]:
+    """The Jobs labelled with the TrainJob's JobSet name that the JobSet named after it (if any) does not control
+    and that have not finished: a deleted TrainJob of the same name left them, and they may still create pods
+    (module docstring, 5). Described for the explanation, in name order."""
+    owner = uid_of(jobset) if jobset is not None else None
+    found = []
+    for job in labelled:
+        if owner is not None and controller_uid(job) == owner:
+            continue
+        if job_finished(job):
+            continue
+        parent = controller_uid(job)
+        suffix = "" if field_of(job, "metadata", "deletionTimestamp") is None else ", being deleted"
+        found.append(f"Job {name_of(job)} (controller {parent or 'none'}{suffix})")
+    return tuple(sorted(found))
 
 
 def _not_observed(trainjob: Mapping[str, Any], evidence: HoldEvidence, admission: int) -> str | None:
@@ -287,6 +348,12 @@ def _not_observed(trainjob: Mapping[str, Any], evidence: HoldEvidence, admission
         return (
             f"TrainJob {ref} is held but its Suspended condition is not True yet: Trainer has not observed "
             "the hold, so Jobs may still create pods; retry shortly"
+        )
+    if evidence.predecessors:
+        return (
+            f"TrainJob {ref}: {', '.join(evidence.predecessors)} was left by a deleted TrainJob of the same name and "
+            "has not finished, so it may still create pods: wait until the garbage collector has deleted it (or "
+            "delete it); retry shortly"
         )
     jobset = evidence.jobset
     if jobset is None:
@@ -332,6 +399,7 @@ __all__ = [
     "job_controller_acted",
     "job_finished",
     "judge_hold",
+    "predecessor_jobs",
     "resumed_for",
     "settles_at",
     "spec_changed_at",

@@ -364,8 +364,9 @@ def in_force_throughout(fence: Fence, recorded: FenceIdentity | None) -> str | N
         return fence.problem
     if recorded is None:
         return (
-            "the pod fence was not recorded when the execution was admitted (admitted before it was installed, or by "
-            "an earlier version of dispatch), so a pod of it may have been force-deleted before"
+            "the pod fence was not recorded when the execution was admitted or the TrainJob opened (the fence was "
+            "not in force then, or an earlier version of dispatch wrote it), so a pod may have been force-deleted "
+            "since"
         )
     if recorded != fence.identity:
         return (

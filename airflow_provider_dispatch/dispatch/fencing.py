@@ -70,7 +70,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, Final
 
 from airflow_provider_dispatch.dispatch.blocking import (
@@ -83,9 +83,12 @@ from airflow_provider_dispatch.dispatch.blocking import (
 )
 from airflow_provider_dispatch.dispatch.errors import NotManagedError
 from airflow_provider_dispatch.dispatch.nodes import (
+    DEFAULT_CLOCK_SKEW_SECONDS,
     DEFAULT_GRACE_SECONDS,
     NodeLookup,
+    NodeRead,
     NodeState,
+    confirming_seconds,
     node_state,
     unconfirmed,
 )
@@ -139,6 +142,12 @@ class ExecutionPods:
     grace: Mapping[str, int] = field(default_factory=dict)
     #: per node Ready when the record was written, its Ready condition's `lastTransitionTime` then
     ready: Mapping[str, str] = field(default_factory=dict)
+    #: per node whose Node object a check found deleted, when a writer's check first did (the API server's time)
+    gone: Mapping[str, datetime] = field(default_factory=dict)
+    #: never-admitted object (A = 0): something of a deleted TrainJob of the same name was found (evidence.py)
+    leftovers: bool = False
+    #: with `leftovers`: when a writer's check first found none of the predecessor's Jobs left (evidence.py)
+    cleared: datetime | None = None
 
     def grace_on(self, node: str) -> int:
         return self.grace.get(node, DEFAULT_GRACE_SECONDS)
@@ -171,6 +180,12 @@ class ExecutionPods:
             body["grace"] = dict(self.grace)
         if self.ready:
             body["ready"] = dict(self.ready)
+        if self.gone:
+            body["gone"] = {node: format_time(at) for node, at in self.gone.items()}
+        if self.leftovers:
+            body["leftovers"] = True
+        if self.cleared is not None:
+            body["cleared"] = format_time(self.cleared)
         return json.dumps(body, sort_keys=True, separators=(",", ":"))
 
 
@@ -181,9 +196,12 @@ def record(
     since: datetime | None = None,
     started: datetime | None = None,
     nodes: Mapping[str, NodeLookup] | None = None,
+    leftovers: bool = False,
 ) -> ExecutionPods:
     """The record of the `pods` (a lineage selection) that block (not finished), by node, with their uids and
-    grace, and for each of their `nodes` (as read for the record) that is Ready, since when."""
+    grace, and for each of their `nodes` (as read for the record) that is Ready, since when, and that is deleted,
+    `since` (it was found deleted then). `leftovers`: a namesake's predecessor left Jobs (evidence.py); pods it
+    left make it true too."""
     by_node: dict[str, list[str]] = {}
     unscheduled: list[str] = []
     uids: dict[str, str] = {}
@@ -214,6 +232,9 @@ def record(
             for node in sorted(by_node)
             if (since_ready := node_state(node, (nodes or {}).get(node)).ready_since) is not None
         },
+        gone={} if since is None else {node: since for node in sorted(by_node) if (nodes or {}).get(node) is NodeRead.GONE},
+        leftovers=admission == 0 and (leftovers or total > 0),
+        cleared=None if leftovers else since if admission == 0 and total > 0 else None,
     )
 
 
@@ -256,9 +277,16 @@ def recorded(trainjob: Mapping[str, Any], admission: int, ref: str) -> Execution
     ready = body.get("ready", {})
     if not isinstance(ready, dict) or not all(isinstance(k, str) and isinstance(t, str) for k, t in ready.items()):
         raise _malformed(ref, "ready is not a map of node names to times")
-    times = {key: parse_time(body.get(key)) for key in ("since", "started")}
+    times = {key: parse_time(body.get(key)) for key in ("since", "started", "cleared")}
     if any(body.get(key) is not None and moment is None for key, moment in times.items()):
-        raise _malformed(ref, "since or started is not an RFC 3339 time")
+        raise _malformed(ref, "since, started or cleared is not an RFC 3339 time")
+    gone_raw = body.get("gone", {})
+    gone = {k: parse_time(t) for k, t in gone_raw.items()} if isinstance(gone_raw, dict) else None
+    if gone is None or not all(isinstance(k, str) and t is not None for k, t in gone.items()):
+        raise _malformed(ref, "gone is not a map of node names to times")
+    leftovers = body.get("leftovers", False)
+    if not isinstance(leftovers, bool):
+        raise _malformed(ref, "leftovers is not a boolean")
     if body["admission"] != admission:
         return None
     return ExecutionPods(
@@ -270,7 +298,114 @@ def recorded(trainjob: Mapping[str, Any], admission: int, ref: str) -> Execution
         started=times["started"],
         grace=dict(grace),
         ready=dict(ready),
+        gone={k: t for k, t in gone.items() if t is not None},
+        leftovers=leftovers,
+        cleared=times["cleared"],
     )
+
+
+def _names_kept(execution_pods: ExecutionPods) -> bool:
+    return all(execution_pods.nodes.values())
+
+
+def grown(
+    execution_pods: ExecutionPods,
+    *,
+    pods: Iterable[Mapping[str, Any]] = (),
+    nodes: Mapping[str, NodeLookup] | None = None,
+    now: datetime | None = None,
+    predecessors: bool | None = None,
+) -> ExecutionPods:
+    """The record with what a writer's check saw that it does not keep yet (the record is a log that only grows;
+    docs/decisions/pod-fence.md): each of `pods` (as listed, relabelled ones found by lookup included) that may
+    run and is not named under its node, with its uid and grace, and its node's Ready transition when the node is
+    new to the record; each of `nodes` read as deleted, with `now` (the API server's time) when the record has no
+    time for it yet; and for a never-admitted object, `predecessors` (whether a Job a deleted namesake left was
+    found: it sets `leftovers` and clears `cleared`; once none is, `cleared` is `now`). Equal to the record when
+    there is nothing new, so that the caller writes only when it must."""
+    lookups = nodes or {}
+    keep = _names_kept(execution_pods)
+    by_node = {node: list(names) for node, names in execution_pods.nodes.items()}
+    unscheduled = list(execution_pods.unscheduled)
+    uids, grace, ready = dict(execution_pods.uids), dict(execution_pods.grace), dict(execution_pods.ready)
+    for pod in pods:
+        if blocking(pod) is None:
+            continue
+        name, node = name_of(pod), node_name_of(pod)
+        if node is None:
+            if keep and name not in execution_pods.names and name not in unscheduled:
+                unscheduled.append(name)
+                if (uid := uid_of(pod)) is not None:
+                    uids[name] = uid
+            continue
+        known = by_node.get(node)
+        if known is not None and (name in known or not keep):
+            continue
+        if known is None:
+            since_ready = node_state(node, lookups.get(node)).ready_since
+            if since_ready is not None:
+                ready[node] = since_ready
+        by_node.setdefault(node, [])
+        if keep:
+            by_node[node].append(name)
+            unscheduled = [n for n in unscheduled if n != name]
+            if (uid := uid_of(pod)) is not None:
+                uids[name] = uid
+        grace[node] = max(grace.get(node, 0), grace_of(pod))
+    if keep and sum(len(n) for n in by_node.values()) + len(unscheduled) > MAX_RECORDED_NAMES:
+        by_node = {node: [] for node in by_node}
+        unscheduled, uids = [], {}
+    gone = dict(execution_pods.gone)
+    if now is not None:
+        for node, lookup in lookups.items():
+            if lookup is NodeRead.GONE and node in by_node and node not in gone:
+                gone[node] = now
+    leftovers, cleared = execution_pods.leftovers, execution_pods.cleared
+    if execution_pods.admission == 0 and predecessors is not None:
+        if predecessors:
+            leftovers, cleared = True, None
+        elif leftovers and cleared is None:
+            cleared = now
+    return ExecutionPods(
+        execution_pods.admission,
+        {node: tuple(sorted(names)) for node, names in sorted(by_node.items())},
+        uids=dict(sorted(uids.items())),
+        unscheduled=tuple(sorted(unscheduled)),
+        since=execution_pods.since,
+        started=execution_pods.started,
+        grace=dict(sorted(grace.items())),
+        ready=dict(sorted(ready.items())),
+        gone=dict(sorted(gone.items())),
+        leftovers=leftovers,
+        cleared=cleared,
+    )
+
+
+def deletion_proof_at(first_seen: datetime, grace_seconds: int, clock_skew_seconds: float) -> datetime:
+    """When a Node first found deleted at `first_seen` becomes proof that its pods (of that grace) stopped: the
+    returned-node rule's wait (grace plus `RETURN_MARGIN_SECONDS`), plus the bound on the skew between the API
+    server replicas whose clocks wrote the two times (evidence.py)."""
+    return first_seen + timedelta(seconds=confirming_seconds(grace_seconds) + clock_skew_seconds)
+
+
+def judged_nodes(
+    nodes: Mapping[str, NodeLookup],
+    execution_pods: ExecutionPods | None,
+    now: datetime | None,
+    clock_skew_seconds: float = DEFAULT_CLOCK_SKEW_SECONDS,
+) -> dict[str, NodeLookup]:
+    """`nodes` as read, with each deleted Node taken as proof only once `deletion_proof_at` has passed on the API
+    server's clock since the record first found it deleted; before, or when the record has no time for it (only a
+    writer's check writes one), it is `NodeRead.DELETED_RECENTLY`, never ceased (nodes.py, finding 4)."""
+    result = dict(nodes)
+    for node, lookup in nodes.items():
+        if lookup is not NodeRead.GONE:
+            continue
+        first = execution_pods.gone.get(node) if execution_pods is not None else None
+        grace = execution_pods.grace_on(node) if execution_pods is not None else DEFAULT_GRACE_SECONDS
+        if first is None or now is None or now < deletion_proof_at(first, grace, clock_skew_seconds):
+            result[node] = NodeRead.DELETED_RECENTLY
+    return result
 
 
 def missing_names(execution_pods: ExecutionPods | None, listed: Iterable[Mapping[str, Any]]) -> tuple[str, ...]:
