@@ -96,19 +96,19 @@ _OLD_HAS = "(has(oldObject.metadata.labels) && k in oldObject.metadata.labels)"
 _NEW_HAS = "(has(object.metadata.labels) && k in object.metadata.labels)"
 
 #: the policy's CEL, one place: the manifest below and the lab's evaluation of it use these texts
+#: the request asks for an eviction (`pods/eviction`); an admission request leaves an empty `subResource` out
+#: (`admission/v1` `AdmissionRequest`, `json:"subResource,omitempty"`), so its presence is tested first
+EVICTION: Final = "has(request.subResource) && request.subResource == 'eviction'"
 MATCH_CONDITION: Final = (
-    "request.subResource == 'eviction' || (has(oldObject.metadata.labels) && "
-    f"'{LABEL_JOB_ID}' in oldObject.metadata.labels)"
+    f"({EVICTION}) || (has(oldObject.metadata.labels) && '{LABEL_JOB_ID}' in oldObject.metadata.labels)"
 )
 MAY_RUN: Final = (
-    "request.subResource != 'eviction' && !(has(oldObject.status) && has(oldObject.status.phase) && "
+    "!variables.eviction && !(has(oldObject.status) && has(oldObject.status.phase) && "
     "(oldObject.status.phase == 'Succeeded' || (oldObject.status.phase == 'Failed' && "
     "!(has(oldObject.status.conditions) && oldObject.status.conditions.exists(c, "
     f"c.type == '{CONDITION_KUEUE_FAILURE_RECOVERY}' && c.status == 'True')))))"
 )
-SCHEDULED: Final = (
-    "request.subResource != 'eviction' && has(oldObject.spec.nodeName) && oldObject.spec.nodeName != ''"
-)
+SCHEDULED: Final = "!variables.eviction && has(oldObject.spec.nodeName) && oldObject.spec.nodeName != ''"
 GRACE: Final = (
     "has(request.options.gracePeriodSeconds) ? int(request.options.gracePeriodSeconds) "
     ": (has(oldObject.spec.terminationGracePeriodSeconds) ? oldObject.spec.terminationGracePeriodSeconds : 30)"
@@ -133,7 +133,7 @@ NO_RELABEL_MESSAGE: Final = (
     "Job replaces a pod taken out of it beside it'"
 )
 NO_FORCE_EVICTION: Final = (
-    "request.subResource != 'eviction' || !(has(object.deleteOptions) && "
+    "!variables.eviction || !(has(object.deleteOptions) && "
     "has(object.deleteOptions.gracePeriodSeconds) && object.deleteOptions.gracePeriodSeconds == 0)"
 )
 NO_FORCE_EVICTION_MESSAGE: Final = (
@@ -164,6 +164,7 @@ def policy_manifest() -> dict[str, Any]:
             },
             "matchConditions": [{"name": "dispatch-pod-or-eviction", "expression": MATCH_CONDITION}],
             "variables": [
+                {"name": "eviction", "expression": EVICTION},
                 {"name": "mayRun", "expression": MAY_RUN},
                 {"name": "scheduled", "expression": SCHEDULED},
                 {"name": "grace", "expression": GRACE},

@@ -21,8 +21,10 @@ What the lab reproduces, from `k8s.io/apiserver` v0.36.3 (the library of Kuberne
   validation's `reason` (default Invalid) and its HTTP code (`dispatcher.go`; `admission.NewForbidden`);
 - the CEL variables: `object` (null on DELETE), `oldObject` (null on CREATE), `request` (`operation`, `name`,
   `namespace`, `subResource`, `kind`, `resource`, `userInfo`, `dryRun`, and `options`: the request's
-  DeleteOptions, UpdateOptions or CreateOptions as sent, `cel/condition.go` `CreateAdmissionRequest`),
-  `namespaceObject`, and `params` (always null: `paramKind` is not reproduced).
+  DeleteOptions, UpdateOptions or CreateOptions as sent, `cel/condition.go` `CreateAdmissionRequest`; as in
+  `admission/v1` `AdmissionRequest`, an empty `subResource`, `name`, `namespace` or `options` is absent, not
+  `""`, so `request.subResource` on a request to the main resource is an error, as the real API server answers
+  it: "no such key: subResource"), `namespaceObject`, and `params` (always null: `paramKind` is not reproduced).
 
 The lab evaluates CEL with cel-python (the CRD validation's engine, `validation/schema_cel.py`) on the objects
 as JSON, without the typed view the API server builds from OpenAPI: an absent field reads as absent either way.
@@ -177,21 +179,26 @@ class AdmissionPolicies:
 
     def _activation(self, request: AdmissionRequest, variables: Mapping[str, str]) -> dict[str, Any]:
         namespace = self._store.get("namespaces", ("", request.namespace)) if request.namespace else None
-        body = {
+        body: Obj = {
             "kind": {"group": request.resource.group, "version": request.resource.version, "kind": request.resource.kind},
             "resource": {
                 "group": request.resource.group,
                 "version": request.resource.version,
                 "resource": request.resource.plural,
             },
-            "subResource": request.subresource or "",
-            "name": request.name,
-            "namespace": request.namespace or "",
             "operation": request.operation,
             "userInfo": {"username": request.user.name, "groups": list(request.user.groups)},
             "dryRun": request.dry_run,
-            "options": request.options,
         }
+        # `admission/v1` AdmissionRequest leaves these out when empty (`omitempty`), and CEL sees them absent
+        for key, value in (
+            ("subResource", request.subresource),
+            ("name", request.name),
+            ("namespace", request.namespace),
+            ("options", request.options),
+        ):
+            if value:
+                body[key] = value
         activation: dict[str, Any] = {
             "object": celpy.json_to_cel(request.obj),
             "oldObject": celpy.json_to_cel(request.old),
