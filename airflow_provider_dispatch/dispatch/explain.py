@@ -238,6 +238,14 @@ def _node_group(
             f"Node {name} is gone: the processes of {_names(pods, room)} are proven gone (ceased); PodGC deletes "
             f"{_it(pods, 'the pod', 'the pods')} after its 40s quarantine, and then the release can proceed."
         )
+    elif node.presence is Presence.DELETED_RECENTLY:
+        texts.append(
+            f"Node {name} was deleted, but a deletion is proof that its machine stopped only once the pods' grace "
+            "period plus 60s (and the clock skew allowed) have passed since a release or the admission check first "
+            f"found it gone: a machine that still runs stops {_names(pods, room)} only after PodGC deletes "
+            f"{_it(pods, 'the pod', 'the pods')}. Wait; if the machine is cut off or frozen rather than off, power "
+            "it off first (a deleted Node is the operator's assertion that it is)."
+        )
     elif node.presence is Presence.NOT_READABLE:
         listed = [p for p in pods if p.blocking is not Blocking.VANISHED]
         until = (
@@ -322,6 +330,8 @@ def remedy(node: NodeState, pods: Sequence[RemainingPod]) -> str:
         return "nothing to do: the Job controller deletes pods that were never scheduled"
     if node.presence is Presence.GONE:
         return "nothing to do: the node is gone and PodGC deletes the pods after its 40s quarantine"
+    if node.presence is Presence.DELETED_RECENTLY:
+        return "wait: a deleted node is proof only once the pods' grace plus 60s have passed since it was found gone"
     if node.presence is Presence.NOT_READABLE:
         return "grant the identity dispatch uses get and list on nodes, so cessation can be proven"
     if node.ceased:

@@ -110,7 +110,7 @@ MAY_RUN: Final = (
 )
 SCHEDULED: Final = "!variables.eviction && has(oldObject.spec.nodeName) && oldObject.spec.nodeName != ''"
 GRACE: Final = (
-    "has(request.options.gracePeriodSeconds) ? int(request.options.gracePeriodSeconds) "
+    "has(request.options) && has(request.options.gracePeriodSeconds) ? int(request.options.gracePeriodSeconds) "
     ": (has(oldObject.spec.terminationGracePeriodSeconds) ? oldObject.spec.terminationGracePeriodSeconds : 30)"
 )
 NO_FORCE_DELETION: Final = (

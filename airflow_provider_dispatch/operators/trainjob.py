@@ -84,6 +84,7 @@ from airflow_provider_dispatch.dispatch.errors import (
     SuspensionNotObservedError,
 )
 from airflow_provider_dispatch.dispatch.evidence import DEFAULT_SETTLE_SECONDS
+from airflow_provider_dispatch.dispatch.nodes import DEFAULT_CLOCK_SKEW_SECONDS
 from airflow_provider_dispatch.dispatch.explain import not_admitted_head
 from airflow_provider_dispatch.dispatch.payloads import remaining_fingerprint
 from airflow_provider_dispatch.dispatch.policy import validate_accepted_risks
@@ -217,6 +218,10 @@ class AdmittingOperator(TrainJobOperator):
     :param recheck_interval: the trigger's safety-net re-check interval, seconds.
     :param settle_seconds: how long a hold settles before an admission (dispatch/evidence.py; 90 by default).
     :param accepted_risks: runtime risks accepted by name (`pod-replacement`, `jobset-restart`; dispatch/policy.py).
+    :param clock_skew_seconds: the bound assumed on how far two API server replicas' clocks differ, added to every
+        wait that compares two times the API server wrote (dispatch/nodes.py; 10 by default).
+    :param require_pod_fence: refuse an admission unless dispatch's pod fence was in force for the whole execution
+        it ends (dispatch/fence.py; off by default: the admission is then logged as made on the record alone).
     """
 
     def __init__(
@@ -230,6 +235,8 @@ class AdmittingOperator(TrainJobOperator):
         recheck_interval: float = DEFAULT_RECHECK_INTERVAL,
         settle_seconds: float = DEFAULT_SETTLE_SECONDS,
         accepted_risks: Collection[str] = (),
+        clock_skew_seconds: float = DEFAULT_CLOCK_SKEW_SECONDS,
+        require_pod_fence: bool = False,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -237,6 +244,14 @@ class AdmittingOperator(TrainJobOperator):
         if isinstance(settle_seconds, bool) or not 0 <= float(settle_seconds) <= 3600:
             raise ValueError(f"settle_seconds must be a number of seconds from 0 to 3600, not {settle_seconds!r}")
         self.settle_seconds = float(settle_seconds)
+        if isinstance(clock_skew_seconds, bool) or not 0 <= float(clock_skew_seconds) <= 3600:
+            raise ValueError(
+                f"clock_skew_seconds must be a number of seconds from 0 to 3600, not {clock_skew_seconds!r}"
+            )
+        self.clock_skew_seconds = float(clock_skew_seconds)
+        if not isinstance(require_pod_fence, bool):
+            raise ValueError(f"require_pod_fence must be True or False, not {require_pod_fence!r}")
+        self.require_pod_fence = require_pod_fence
         if on_pods_remaining not in ("wait", "retry"):
             raise ValueError(f"on_pods_remaining must be 'wait' or 'retry', not {on_pods_remaining!r}")
         if wait_timeout is None:
@@ -256,7 +271,11 @@ class AdmittingOperator(TrainJobOperator):
         """The writer adapter with this operator's settle and accepted risks (one client per task run)."""
         # conflicts are retried here, not in the adapter: each retry consults the record of the admission first
         return self.hook.get_adapter(
-            settle_seconds=self.settle_seconds, accepted_risks=frozenset(self.accepted_risks), conflict_attempts=1
+            settle_seconds=self.settle_seconds,
+            accepted_risks=frozenset(self.accepted_risks),
+            clock_skew_seconds=self.clock_skew_seconds,
+            require_pod_fence=self.require_pod_fence,
+            conflict_attempts=1,
         )
 
     # --- for subclasses ------------------------------------------------------------------------------------
