@@ -84,8 +84,8 @@ RETURN_MARGIN_SECONDS: Final = 60.0
 DEFAULT_GRACE_SECONDS: Final = 30
 #: the assumed bound on how far the clocks of two API server replicas differ (evidence.py, fencing.py): every
 #: comparison of two times the API server wrote waits this much longer. NTP keeps a control plane's clocks within
-#: milliseconds; 10 s allows for a replica whose time sync lapsed for a while. Raise it where they may differ more.
-DEFAULT_CLOCK_SKEW_SECONDS: Final = 10.0
+#: milliseconds; 5 s allows for a replica whose time sync lapsed for a while. Raise it where they may differ more.
+DEFAULT_CLOCK_SKEW_SECONDS: Final = 5.0
 
 #: per node name: the Node object as the API returned it, or what stood in for it
 NodeLookup: TypeAlias = Mapping[str, Any] | NodeRead

@@ -589,10 +589,10 @@ def test_kueue_admit_raises_a_once_per_admission_key() -> None:
     assert v.ANNOTATION_EXECUTION_PODS not in stored["metadata"]["annotations"]
     # Kueue suspends execution 1 and admits again: the first check records execution 1's pods, and the hold
     # then settles before execution 2 is admitted (evidence.py)
-    with pytest.raises(SuspensionNotObservedError, match="settles until 2026-12-03T12:01:40Z"):
+    with pytest.raises(SuspensionNotObservedError, match="settles until 2026-12-03T12:01:35Z"):
         drive(programs.kueue_admit(REF, admission_key="wl-1/r2"), api.respond)
     assert fencing.recorded(live(api), 1, REF) is not None
-    api.now = "2026-12-03T12:01:40Z"  # the settle, 90 s, plus the clock skew bound, 10 s
+    api.now = "2026-12-03T12:01:35Z"  # the settle, 90 s, plus the clock skew bound, 5 s
     assert drive(programs.kueue_admit(REF, admission_key="wl-1/r2"), api.respond).admission == 2
 
 

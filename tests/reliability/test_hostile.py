@@ -24,6 +24,7 @@ import pytest
 from airflow_provider_dispatch.dispatch import vocabulary as v
 from airflow_provider_dispatch.dispatch.errors import PodsRemainError, SpecRejectedError
 from airflow_provider_dispatch.dispatch.evidence import DEFAULT_SETTLE_SECONDS
+from airflow_provider_dispatch.dispatch.nodes import DEFAULT_CLOCK_SKEW_SECONDS
 
 from .one_pod import core, do, one_pod_world, only_process, overlaps, release, require
 from .schedule import Step
@@ -188,8 +189,9 @@ def test_an_out_of_service_taint_on_a_ready_node_is_not_proof(world: World) -> N
     assert isinstance(blocked.error, PodsRemainError), blocked.describe()
     assert f"{pod} on {node} (Ready=True, out-of-service)" in str(blocked.error)
 
-    # the process has stopped and the kubelet confirmed; the hold settles 90 s after it (dispatch/evidence.py)
-    do(world, Step.of("advance", seconds=DEFAULT_SETTLE_SECONDS))
+    # the process has stopped and the kubelet confirmed; the hold settles 90 s and the skew bound after it
+    # (dispatch/evidence.py)
+    do(world, Step.of("advance", seconds=DEFAULT_SETTLE_SECONDS + DEFAULT_CLOCK_SKEW_SECONDS))
     admitted = release(world)
     assert admitted.execution is not None, admitted.describe()
     assert admitted.execution.admission == 2
