@@ -9,6 +9,11 @@ A listing of pods by label cannot see two kinds of pod that may still run:
   label selection sees it, and the Job controller, whose selector no longer matches, releases it (drops its
   ownerReference, `controller_ref_manager.go` `ReleasePod`), so nothing will ever delete it.
 
+Where dispatch's pod fence is installed (fence.py), the API server refuses the deletions and label edits that
+would do either to a pod of a dispatch TrainJob while it may run, so the pod object stays until it is proven
+stopped. The record below is what protects where it is not, and what the fence cannot: a Node deleted while its
+machine runs, and a namesake's predecessor (docs/decisions/pod-fence.md).
+
 So dispatch records, once per hold of execution A, which of its pods were not finished, with their uids and
 nodes (`dispatch.phpboyscout.uk/execution-pods`, tagged with A), from a selection a label edit cannot defeat
 (`selection.Lineage`: the labels, the controller ownerReference, or the immutable name the Job controller gave
@@ -17,13 +22,25 @@ object held without a record for A (suspended by someone else, or by Kueue) writ
 and until then nothing is admitted. The record also carries when it was written (`since`, the API server's
 time) and, when dispatch itself started the execution, when that was (`started`): evidence.py needs both.
 
+The record is a log that only grows (`grown`). A snapshot written once per hold loses every pod that moves after
+it: bound after the record, created after it by a write in flight, listed by a check and then force-deleted. So
+each writer's check (release, the Kueue admission check) adds to it, in one conditional write before it
+refuses, what it saw that the record does not keep: each pod that may run and that the record does not name
+under its node (with its uid, its grace, and its node's Ready transition when the node is new to the record);
+each Node it found deleted, with the API server's time (`gone`: finding 4); for a never-admitted object, whether
+a deleted TrainJob of its name left Jobs, and when none was left (`leftovers`, `cleared`: evidence.py). Checks
+that may not write (inspect, the sensors and triggers) judge by the record as it is.
+
 Every later drain check compares the record with what its label selections list:
 
 * a recorded pod that is still listed is judged as always (blocking.py);
 * a recorded pod that is not listed is looked up by name (`lookups`): if a pod of that name and the recorded
   uid exists, its labels were edited, and it is judged as a listed pod (it blocks while it may run);
 * otherwise its object is gone, and it blocks until its node confirms that its containers stopped: the node is
-  ceased (out-of-service and not Ready, PodGC's own test: nodes.py), gone (deleted: DESIGN §4), `Ready=True`
+  ceased (out-of-service and not Ready, PodGC's own test: nodes.py), gone (deleted: DESIGN §4; a deletion counts
+  only once the pods' grace plus `RETURN_MARGIN_SECONDS` and the clock skew bound have passed since a writer's
+  check first found it, `judged_nodes`: a machine that still runs stops its pods only after PodGC deletes
+  them, after its 40 s quarantine, and then within their grace), `Ready=True`
   throughout since the record (its Ready condition's `lastTransitionTime` is the one the record kept: the
   kubelet never left, so it saw each deletion as it happened), or `Ready=True` again and its kubelet has
   reported so for longer than the pod's grace period plus `RETURN_MARGIN_SECONDS`, by the kubelet's own clock
@@ -35,7 +52,11 @@ Every later drain check compares the record with what its label selections list:
   process may run for the grace period after the node returns (the promise issue's "force-deleted, then the
   node returned"). The record keeps, per node, the longest grace of its pods (`grace`) and, for a node Ready
   when it was written, that Ready condition's transition time (`ready`, read with the pods: one GET per node).
-  A recorded pod that was never scheduled runs nothing once its object is gone.
+  A recorded pod that had no node (`unscheduled`) may have been bound after the record, and a binding is
+  written to the pod alone: once its object is gone nothing says where it ran. It is judged on the node under
+  which a later check found it, when one did; otherwise it counts as gone (a pod deleted while unscheduled is
+  removed at once and runs nothing, but one bound, run and force-deleted between two checks is not seen:
+  outside the promise without the fence).
 
 Decisions and their limits:
 
@@ -56,8 +77,11 @@ Decisions and their limits:
   (docs/promise.md).
 * A reader that may not read Nodes never sees a vanished pod's node as Ready, so after a hold it waits until
   it is granted `get` on nodes (the explanation says so).
-* What the record cannot see it cannot keep: a pod force-deleted before the record was written, or created
-  after it (a write in flight, evidence.py) and then force-deleted or relabelled before any check listed it.
+* What the record cannot see it cannot keep: without the fence, a pod force-deleted before the record was
+  written, or created after it (a write in flight, evidence.py) or bound after it and then force-deleted or
+  relabelled before any writer's check listed it. A sensor or a trigger lists pods without writing: what only it
+  saw is not kept (the release operator's trigger wakes its worker on every change of the remaining pods, and
+  the worker's release is a writer's check).
 * Size: a record keeps at most `MAX_RECORDED_NAMES` pods by name and uid (annotations share 256 KiB per
   object); beyond, it keeps the nodes with no names, and a recorded node without names blocks, while it is
   unhealthy, unless a listed pod of the object on it already does; a relabelled pod among those is not seen.

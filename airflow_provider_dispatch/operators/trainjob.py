@@ -14,7 +14,10 @@ When the drain check finds remaining pods (`PodsRemainError`), `on_pods_remainin
 * `"wait"` (default): wait for the pods to go, then release. Deferrable (default `[operators]
   default_deferrable`): defer to `PodsDrainedTrigger` (drained, not merely ceased: the release needs the pod
   objects gone) and release in `execute_complete`, re-checking there, since another caller may have admitted
-  meanwhile (release is idempotent; the trigger also stops early when the TrainJob is no longer held). Not
+  meanwhile (release is idempotent; the trigger also stops early when the TrainJob is no longer held). When the
+  trigger reports a change (`progress`: the remaining pods or a node's state moved), the worker runs the release
+  once more: a writer's check, which adds to the hold's record what it sees (a pod on its node, a Node found
+  deleted, dispatch/fencing.py) before it defers again. Not
   deferrable: check again every `poke_interval` seconds in the worker, which holds a worker slot for the whole
   wait (use it for short waits only). Both give up after `wait_timeout` with a retryable AirflowException.
 * `"retry"`: raise the retryable AirflowException with the PodsRemainError message (the pods and their nodes,
@@ -480,24 +483,27 @@ class AdmittingOperator(TrainJobOperator):
         return self.attempt(context)
 
     def execute_complete(self, context: Context, event: Mapping[str, Any] | None = None) -> dict[str, Any]:
-        """Resume from `PodsDrainedTrigger`: release (re-checking), defer again on progress, or raise."""
+        """Resume from `PodsDrainedTrigger`: release (re-checking) when drained, ceased, running or on progress
+        (a check of the worker's own, which records what it sees and defers again if pods remain), or raise."""
         event = event or {}
         status = event.get("status")
         if status == "error":
             raise exception_for_event(event)
         found = event.get("report")
         report: Mapping[str, Any] = found if isinstance(found, Mapping) else {}
-        if status in ("timeout", "progress"):
+        if status == "timeout":
             # the PodsRemainError message's first lines (the same explanation), then the report's detail
             count = report.get("remaining_count")
             head = not_admitted_head(
                 str(self.target()[0]), str(report.get("headline") or ""), count if isinstance(count, int) else 0
             )
-            reason = f"{head}\n{report.get('detail', '')}"
-            if status == "timeout":
-                raise AirflowException(self._timeout_message(reason))
-            self._show_reason(reason)
-            self._defer(context, report.get("fingerprint"))
+            raise AirflowException(self._timeout_message(f"{head}\n{report.get('detail', '')}"))
+        if status == "progress":
+            # what the trigger saw changed: a writer's check of its own, which keeps in the hold's record what it
+            # sees (a pod on its node, a Node found deleted: dispatch/fencing.py `grown`), then admits or defers
+            # again with the new state
+            self.log.info("The trigger reported a change; checking again (what the check sees is recorded)")
+            return self.attempt(context)
         if status not in ("drained", "running", "ceased"):
             raise AirflowException(f"PodsDrainedTrigger sent an event this operator does not know: {status!r}")
         self.log.info("The trigger reported %s; releasing (the check runs again)", status)
