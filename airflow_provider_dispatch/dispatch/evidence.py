@@ -28,7 +28,11 @@ issue). So the hold of execution A is observed when all of this holds:
    run inside it), so a write a controller started before it saw the hold lands within that time of the hold
    reaching it, or never. dispatch records the hold (fencing.py) with the API server's time, and waits until
    the hold is `settle_seconds` old (90 s by default: the 60 s timeout plus 30 s for the controllers to see the
-   hold). The hold reaches the controllers in a chain (Trainer suspends the JobSet, JobSet suspends the Jobs),
+   hold), plus `clock_skew_seconds` (nodes.py `DEFAULT_CLOCK_SKEW_SECONDS`, 5 s): the record's time and the
+   check's now are two answers of the API server, which behind a load balancer may come from two replicas whose
+   clocks differ, and the wait assumes they differ by at most that bound (`HoldEvidence.wait_seconds`; the
+   shortcut below compares two such times too). The hold reaches the controllers in a chain (Trainer suspends the
+   JobSet, JobSet suspends the Jobs),
    and a link can be late (Trainer's apply answered 504 and retried): JobSet sees the hold only once its JobSet
    is suspended, and may resume a Job from its older view until then. So the wait counts from the latest change
    of the JobSet's or a Job's spec, when that is later than the record: the newest `time` of their managedFields
@@ -49,10 +53,23 @@ issue). So the hold of execution A is observed when all of this holds:
    Fairness queueing them to 504, a webhook down) retries them from its view for as long as that view shows the
    execution running, so a JobSet resume built before the hold may land after it however old the start is. A
    Job still suspended from before this execution, with an earlier execution's label, is such a case: the settle
-   applies. A never-admitted object (A = 0) has no writes of its own in flight.
+   applies. A never-admitted object (A = 0) has no writes of its own in flight; its predecessor's are 5.
+5. **A namesake waits for what its predecessor left.** A TrainJob deleted while its pods ran leaves its JobSet
+   and Jobs to the garbage collector, which may be slow; a Job still there may replace a pod of its rank beside
+   the namesake's, whatever the namesake's JobSet shows, and a namesake may have no JobSet yet while Trainer
+   already reports it `Suspended` (its apply failed). So every check lists the Jobs labelled with the JobSet name
+   (`predecessor_jobs`): one that the JobSet named after the TrainJob does not control, and that has not finished,
+   keeps the hold unobserved, at any A. The JobSet itself is judged by 2 and 3 whoever owns it (a JobSet a
+   namesake left passes only in a state they make safe: its Jobs are then its own, and read there). Then its
+   controllers may still have a write in flight: a never-admitted object whose record says a predecessor left pods
+   or Jobs (`ExecutionPods.leftovers`, set by the open's read and by any check that finds such a Job) settles from
+   the first writer's check that found none of those Jobs left (`cleared`; the open's time when its read found
+   pods but no Job). A namesake whose open found nothing of its predecessor cannot tell it from a name never used,
+   and does not settle (docs/reliability.md, what stays outside the promise).
 
 What stays outside: a controller whose view lags the hold by more than 30 s and then starts a write (the bound
-assumes controllers see an update within that time), and a write the API server finishes after it answered
+assumes controllers see an update within that time), API server replicas whose clocks differ by more than
+`clock_skew_seconds`, and a write the API server finishes after it answered
 504 (its handler context is cancelled, so the storage write is abandoned unless it was already sent to etcd).
 Trainer is the exception to the first: an apply it built from an older TrainJob state, however late it is sent
 (its process paused), lands before Trainer applies the hold of this execution, since Trainer reconciles one
@@ -318,7 +335,8 @@ def _namesake_settling(ref: str, evidence: HoldEvidence) -> NotObserved | None:
     return NotObserved(
         f"TrainJob {ref} was opened after a TrainJob of the same name that left pods or Jobs: it settles until "
         f"{until.strftime('%Y-%m-%dT%H:%M:%SZ')} ({left:.0f} s more), {evidence.wait_seconds:g} s after its last Job "
-        "was found gone, since a pod creation or another write of that TrainJob's controllers may still land until then",
+        "was found gone, since a pod creation or another write of that TrainJob's controllers may still land until "
+        "then",
         seconds_left=left,
     )
 

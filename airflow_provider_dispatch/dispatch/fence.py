@@ -159,7 +159,12 @@ def policy_manifest() -> dict[str, Any]:
                         "operations": ["DELETE", "UPDATE"],
                         "resources": ["pods", "pods/status"],
                     },
-                    {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["pods/eviction"]},
+                    {
+                        "apiGroups": [""],
+                        "apiVersions": ["v1"],
+                        "operations": ["CREATE"],
+                        "resources": ["pods/eviction"],
+                    },
                 ]
             },
             "matchConditions": [{"name": "dispatch-pod-or-eviction", "expression": MATCH_CONDITION}],
@@ -170,7 +175,11 @@ def policy_manifest() -> dict[str, Any]:
                 {"name": "grace", "expression": GRACE},
             ],
             "validations": [
-                {"expression": NO_FORCE_DELETION, "messageExpression": NO_FORCE_DELETION_MESSAGE, "reason": "Forbidden"},
+                {
+                    "expression": NO_FORCE_DELETION,
+                    "messageExpression": NO_FORCE_DELETION_MESSAGE,
+                    "reason": "Forbidden",
+                },
                 {"expression": NO_RELABEL, "messageExpression": NO_RELABEL_MESSAGE, "reason": "Forbidden"},
                 {"expression": NO_FORCE_EVICTION, "message": NO_FORCE_EVICTION_MESSAGE, "reason": "Forbidden"},
             ],
@@ -250,7 +259,9 @@ def _rules(spec: Mapping[str, Any] | None, *path: str) -> list[tuple[frozenset[s
 
 
 def _empty_selector(value: object) -> bool:
-    return value is None or (isinstance(value, Mapping) and not value.get("matchLabels") and not value.get("matchExpressions"))
+    return value is None or (
+        isinstance(value, Mapping) and not value.get("matchLabels") and not value.get("matchExpressions")
+    )
 
 
 def _pairs(spec: Mapping[str, Any] | None, key: str, *fields: str) -> list[tuple[Any, ...]]:
@@ -325,7 +336,8 @@ def judge_fence(policy: FenceLookup, binding: FenceLookup) -> Fence:
             FenceState.ABSENT,
             problem=f"the pod fence {POLICY_NAME} is not installed (no {' or '.join(missing)}): {_install_hint()}",
         )
-    assert isinstance(policy, Mapping) and isinstance(binding, Mapping)
+    assert isinstance(policy, Mapping)
+    assert isinstance(binding, Mapping)
     differences = [f"policy: {d}" for d in policy_differences(policy)] + [
         f"binding: {d}" for d in binding_differences(binding)
     ]
@@ -333,8 +345,7 @@ def judge_fence(policy: FenceLookup, binding: FenceLookup) -> Fence:
         return Fence(
             FenceState.ALTERED,
             problem=(
-                f"the installed pod fence {POLICY_NAME} is not dispatch's ({'; '.join(differences)}): "
-                f"{_install_hint()}"
+                f"the installed pod fence {POLICY_NAME} is not dispatch's ({'; '.join(differences)}): {_install_hint()}"
             ),
         )
     return Fence(FenceState.IN_FORCE, FenceIdentity(_identity_of(policy), _identity_of(binding)))

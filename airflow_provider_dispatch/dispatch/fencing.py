@@ -256,7 +256,9 @@ def record(
             for node in sorted(by_node)
             if (since_ready := node_state(node, (nodes or {}).get(node)).ready_since) is not None
         },
-        gone={} if since is None else {node: since for node in sorted(by_node) if (nodes or {}).get(node) is NodeRead.GONE},
+        gone={}
+        if since is None
+        else {node: since for node in sorted(by_node) if (nodes or {}).get(node) is NodeRead.GONE},
         leftovers=admission == 0 and (leftovers or total > 0),
         cleared=None if leftovers else since if admission == 0 and total > 0 else None,
     )

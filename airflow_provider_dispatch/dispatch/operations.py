@@ -162,9 +162,7 @@ class Operations:
         submission: str | None = None,
         now: datetime | None = None,
     ) -> Program[DrainReport]:
-        return programs.remaining_pods(
-            ref, job_id=job_id, submission=submission, now=self._now(now), **self._reading()
-        )
+        return programs.remaining_pods(ref, job_id=job_id, submission=submission, now=self._now(now), **self._reading())
 
     def ceased(self, ref: str | Ref, *, job_id: str | None = None, submission: str | None = None) -> Program[bool]:
         return programs.ceased(ref, job_id=job_id, submission=submission, **self._reading())

@@ -176,7 +176,8 @@ def _namesake_verdict(execution_pods: ExecutionPods | None, predecessors: tuple[
 def test_a_namesake_is_not_observed_while_its_predecessors_job_lives() -> None:
     """Case 3: for A = 0 with no JobSet the hold used to count as observed without reading any Job."""
     verdict = _namesake_verdict(ExecutionPods(0, {}, since=HOLD), ("Job ft-7-node-0 (controller x)",), SERVER_NOW)
-    assert verdict is not None and verdict.seconds_left is None
+    assert verdict is not None
+    assert verdict.seconds_left is None
     assert "Job ft-7-node-0 (controller x) was left by a deleted TrainJob of the same name" in verdict.reason
 
 
@@ -187,7 +188,8 @@ def test_a_namesake_settles_from_when_its_predecessors_last_job_was_found_gone()
     assert seen_gone.cleared == SERVER_NOW
     wait = DEFAULT_SETTLE_SECONDS + DEFAULT_CLOCK_SKEW_SECONDS
     settling = _namesake_verdict(seen_gone, (), SERVER_NOW + timedelta(seconds=wait - 1))
-    assert settling is not None and settling.seconds_left == pytest.approx(1)
+    assert settling is not None
+    assert settling.seconds_left == pytest.approx(1)
     assert _namesake_verdict(seen_gone, (), SERVER_NOW + timedelta(seconds=wait)) is None
     # a Job of the predecessor found again (a creation that was in flight) starts it over
     again = grown(seen_gone, predecessors=True, now=SERVER_NOW)
@@ -256,7 +258,8 @@ def test_the_api_servers_defaults_do_not_count_as_changes() -> None:
 def test_a_missing_or_unreadable_fence_says_what_to_do() -> None:
     absent = judge_fence(NodeRead.GONE, NodeRead.GONE)
     assert absent.state is FenceState.ABSENT
-    assert POLICY_NAME in absent.problem and "kubectl apply" in absent.problem
+    assert POLICY_NAME in absent.problem
+    assert "kubectl apply" in absent.problem
     unreadable = judge_fence(NodeRead.NOT_READABLE, NodeRead.GONE)
     assert unreadable.state is FenceState.NOT_READABLE
     assert "dispatch-fence-reader" in unreadable.problem

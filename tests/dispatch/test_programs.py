@@ -31,7 +31,6 @@ from airflow_provider_dispatch.dispatch.errors import (
 )
 from airflow_provider_dispatch.dispatch.fencing import ExecutionPods, format_time
 from airflow_provider_dispatch.dispatch.nodes import DEFAULT_CLOCK_SKEW_SECONDS, RETURN_MARGIN_SECONDS
-from airflow_provider_dispatch.dispatch.vocabulary import parse_time
 from airflow_provider_dispatch.dispatch.programs import (
     ApiFailure,
     CreateObject,
@@ -45,14 +44,15 @@ from airflow_provider_dispatch.dispatch.programs import (
     drive_async,
 )
 from airflow_provider_dispatch.dispatch.selection import Selection
+from airflow_provider_dispatch.dispatch.vocabulary import parse_time
 
 from .support import (
-    NOW,
-    assert_only_the_record_grew,
     NAME,
+    NOW,
     NS,
     OUT_OF_SERVICE,
     FakeApi,
+    assert_only_the_record_grew,
     condition,
     jobset,
     node,

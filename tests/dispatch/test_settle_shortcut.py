@@ -145,7 +145,8 @@ def test_the_skew_bound_is_part_of_the_wait() -> None:
     ]
     left = [v.seconds_left if v is not None else None for v in verdicts]
     assert left == [pytest.approx(DEFAULT_SETTLE_SECONDS - 1), pytest.approx(DEFAULT_SETTLE_SECONDS + 45 - 1)]
-    assert verdicts[1] is not None and "plus 45 s for the API servers' clocks" in verdicts[1].reason
+    assert verdicts[1] is not None
+    assert "plus 45 s for the API servers' clocks" in verdicts[1].reason
 
 
 def test_spec_changed_at_takes_the_newest_time_outside_status_and_skips_entries_without_one() -> None:

@@ -15,7 +15,7 @@ import pytest
 
 from airflow_provider_dispatch.dispatch import vocabulary as v
 from airflow_provider_dispatch.dispatch.assessment import Execution
-from airflow_provider_dispatch.dispatch.errors import PodFenceError
+from airflow_provider_dispatch.dispatch.errors import PodFenceError, SuspensionNotObservedError
 from airflow_provider_dispatch.dispatch.fence import POLICY_NAME
 from airflow_provider_dispatch.lab.scenario.pod_fence import install_pod_fence, remove_pod_fence
 
@@ -40,7 +40,7 @@ def _fence_annotation(cluster: Cluster, name: str) -> dict[str, object]:
 
 async def _opened_and_admitted(adapter: Either, cluster: Cluster) -> str:
     body = manifest(cluster, cluster.runtime())
-    with pytest.raises(Exception):  # noqa: B017 - Trainer has not observed the new object's hold yet
+    with pytest.raises(SuspensionNotObservedError):  # Trainer has not observed the new object's hold yet
         await adapter.open(body)
     cluster.trainer_observes("ft-7")
     cluster.jobset("ft-7")
@@ -69,7 +69,8 @@ async def test_open_and_the_admission_record_the_fence_and_the_next_admission_ve
     ref = await _opened_and_admitted(adapter, cluster)
     recorded = _fence_annotation(cluster, "ft-7")
     assert recorded["admission"] == 1
-    assert str(recorded["policy"]).endswith("/1") and str(recorded["binding"]).endswith("/1")
+    assert str(recorded["policy"]).endswith("/1")
+    assert str(recorded["binding"]).endswith("/1")
     await adapter.hold(ref)
     _held_again(cluster, dispatch_lab)
     assert (await adapter.release(ref)).admission == 2

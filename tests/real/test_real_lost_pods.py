@@ -158,9 +158,7 @@ async def test_case_1_a_pod_recorded_without_a_node_is_kept_under_its_node(
         # uncordoned; the node lifecycle controller, paused with the rest, would also drop the taint it added for
         # the cordon (`TaintNodesByCondition`): done here in its place
         live = steps.core.read_node(node)
-        taints = [
-            t for t in steps.api.sanitize_for_serialization(live.spec.taints or []) if t["key"] != UNSCHEDULABLE
-        ]
+        taints = [t for t in steps.api.sanitize_for_serialization(live.spec.taints or []) if t["key"] != UNSCHEDULABLE]
         steps.core.patch_node(node, {"spec": {"unschedulable": False, "taints": taints or None}})
         (bound,) = steps.running_pods(name, 1, admission=2)
         uid = bound.metadata.uid
@@ -173,7 +171,8 @@ async def test_case_1_a_pod_recorded_without_a_node_is_kept_under_its_node(
     with pytest.raises(PodsRemainError):
         await until("release", lambda: writer.call("release", ref), retry=SETTLED)
     grown = json.loads(steps.trainjob(name)["metadata"]["annotations"][v.ANNOTATION_EXECUTION_PODS])
-    assert grown["nodes"] == {node: [pod]} and grown.get("unscheduled", []) == []
+    assert grown["nodes"] == {node: [pod]}
+    assert grown.get("unscheduled", []) == []
 
     steps.core.delete_namespaced_pod(pod, steps.namespace, grace_period_seconds=0)  # kubectl delete --force
     steps.wait("the pod object gone", lambda: not _pod_exists(steps, pod) or None)
@@ -196,7 +195,6 @@ async def test_case_3_a_namesake_waits_for_the_job_its_predecessor_left(
     """The predecessor's JobSet is deleted with its Jobs orphaned, then the TrainJob: its Job lives on, owned by
     nothing, its pod running. The namesake is refused, naming that Job, until it is gone, and then settles."""
     name = "namesake"
-    ref = f"{steps.namespace}/{name}"
     _, uid, _ = await _running(steps, writer, name)
     steps.custom.delete_namespaced_custom_object(
         v.JOBSET.group, v.JOBSET.version, steps.namespace, "jobsets", name, propagation_policy="Orphan"
@@ -204,12 +202,15 @@ async def test_case_3_a_namesake_waits_for_the_job_its_predecessor_left(
     batch = kubernetes.client.BatchV1Api(steps.api)
     (job,) = steps.wait(
         "the Job orphaned",
-        lambda: [j for j in batch.list_namespaced_job(steps.namespace).items if not j.metadata.owner_references]
-        or None,
+        lambda: (
+            [j for j in batch.list_namespaced_job(steps.namespace).items if not j.metadata.owner_references] or None
+        ),
     )
     steps.custom.delete_namespaced_custom_object(*TRAINER, steps.namespace, "trainjobs", name)
-    steps.wait("the TrainJob gone", lambda: not steps.custom.list_namespaced_custom_object(
-        *TRAINER, steps.namespace, "trainjobs")["items"] or None)
+    steps.wait(
+        "the TrainJob gone",
+        lambda: not steps.custom.list_namespaced_custom_object(*TRAINER, steps.namespace, "trainjobs")["items"] or None,
+    )
     body = steps.manifest(name, steps.runtime())
     body["metadata"]["labels"][v.LABEL_SUBMISSION] = "2"
 

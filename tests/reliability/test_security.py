@@ -27,10 +27,10 @@ from dispatch_lab.either import Either
 
 from airflow_provider_dispatch.dispatch import AsyncDispatchAdapter, DispatchAdapter
 from airflow_provider_dispatch.dispatch.errors import (
-    PodFenceError,
     DispatchError,
     ForbiddenError,
     InvalidNameError,
+    PodFenceError,
     PodsRemainError,
     RefusedError,
 )

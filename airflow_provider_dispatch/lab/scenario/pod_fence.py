@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import kubernetes
@@ -17,10 +18,11 @@ from airflow_provider_dispatch.dispatch.fence import BINDING_NAME, POLICY_NAME, 
 def install_pod_fence(api: kubernetes.client.ApiClient) -> tuple[dict[str, Any], dict[str, Any]]:
     """Create the fence's policy and binding (or leave them when they exist); returns both as stored."""
     admission = kubernetes.client.AdmissionregistrationV1Api(api)
-    for create in (
+    creates: tuple[Callable[[], object], ...] = (
         lambda: admission.create_validating_admission_policy(policy_manifest()),
         lambda: admission.create_validating_admission_policy_binding(binding_manifest()),
-    ):
+    )
+    for create in creates:
         try:
             create()
         except ApiException as error:
@@ -34,10 +36,11 @@ def install_pod_fence(api: kubernetes.client.ApiClient) -> tuple[dict[str, Any],
 def remove_pod_fence(api: kubernetes.client.ApiClient) -> None:
     """Delete the binding and the policy (a 404 is fine)."""
     admission = kubernetes.client.AdmissionregistrationV1Api(api)
-    for delete in (
+    deletes: tuple[Callable[[], object], ...] = (
         lambda: admission.delete_validating_admission_policy_binding(BINDING_NAME),
         lambda: admission.delete_validating_admission_policy(POLICY_NAME),
-    ):
+    )
+    for delete in deletes:
         try:
             delete()
         except ApiException as error:

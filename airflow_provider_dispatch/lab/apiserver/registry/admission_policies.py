@@ -41,6 +41,9 @@ from typing import Any, Final
 
 import celpy
 from celpy import celtypes
+from celpy.adapter import json_to_cel
+from celpy.celparser import CELParseError
+from celpy.evaluation import CELEvalError
 
 from airflow_provider_dispatch.lab.apiserver.errors import ApiError
 from airflow_provider_dispatch.lab.apiserver.registry.admission import AdmissionRequest, Operation
@@ -71,13 +74,13 @@ def _evaluate(expression: str, activation: Mapping[str, Any]) -> Any:
     """The value, or a CELEvalError value (as cel-python carries errors inside an expression)."""
     try:
         return _program(expression).evaluate(dict(activation))
-    except celpy.CELEvalError as error:
+    except CELEvalError as error:
         return error
-    except (celpy.CELParseError, ValueError, TypeError) as error:
-        return celpy.CELEvalError(str(error))
+    except (CELParseError, ValueError, TypeError) as error:
+        return CELEvalError(str(error))
 
 
-class _Variables(celtypes.MapType):  # type: ignore[misc]
+class _Variables(celtypes.MapType):
     """`variables`: each evaluated when first read, then kept (`composition.go`)."""
 
     def __init__(self, declared: Mapping[str, str], activation: dict[str, Any]) -> None:
@@ -89,7 +92,7 @@ class _Variables(celtypes.MapType):  # type: ignore[misc]
     def __getitem__(self, key: Any) -> Any:
         name = str(key)
         if name not in self._declared:
-            return celpy.CELEvalError(f"no such key: {name}")
+            return CELEvalError(f"no such key: {name}")
         if name not in self._values:
             self._values[name] = _evaluate(self._declared[name], self._activation)
         return self._values[name]
@@ -155,9 +158,11 @@ class AdmissionPolicies:
 
     def _matches(self, match: Mapping[str, Any], request: AdmissionRequest, *, narrowing: bool = False) -> bool:
         rules = match.get("resourceRules")
-        if rules or not narrowing:
-            if not any(_rule_matches(r, request.operation, request.resource, request.subresource) for r in rules or ()):
-                return False
+        # a binding's matchResources without resource rules narrows nothing; a policy's always names its resources
+        if (rules or not narrowing) and not any(
+            _rule_matches(r, request.operation, request.resource, request.subresource) for r in rules or ()
+        ):
+            return False
         if any(
             _rule_matches(r, request.operation, request.resource, request.subresource)
             for r in match.get("excludeResourceRules") or ()
@@ -180,7 +185,11 @@ class AdmissionPolicies:
     def _activation(self, request: AdmissionRequest, variables: Mapping[str, str]) -> dict[str, Any]:
         namespace = self._store.get("namespaces", ("", request.namespace)) if request.namespace else None
         body: Obj = {
-            "kind": {"group": request.resource.group, "version": request.resource.version, "kind": request.resource.kind},
+            "kind": {
+                "group": request.resource.group,
+                "version": request.resource.version,
+                "kind": request.resource.kind,
+            },
             "resource": {
                 "group": request.resource.group,
                 "version": request.resource.version,
@@ -200,11 +209,11 @@ class AdmissionPolicies:
             if value:
                 body[key] = value
         activation: dict[str, Any] = {
-            "object": celpy.json_to_cel(request.obj),
-            "oldObject": celpy.json_to_cel(request.old),
-            "request": celpy.json_to_cel(body),
+            "object": json_to_cel(request.obj),
+            "oldObject": json_to_cel(request.old),
+            "request": json_to_cel(body),
             "params": None,
-            "namespaceObject": celpy.json_to_cel(namespace),
+            "namespaceObject": json_to_cel(namespace),
         }
         activation["variables"] = _Variables(variables, activation)
         return activation
@@ -216,7 +225,7 @@ class AdmissionPolicies:
         for condition in spec.get("matchConditions") or ():
             expression = str(condition.get("expression"))
             result = _evaluate(expression, activation)
-            if isinstance(result, celpy.CELEvalError):
+            if isinstance(result, CELEvalError):
                 if fail:
                     raise _Denied(f"expression '{expression}' resulted in error: {result.args[0]}", "Invalid")
                 return
@@ -226,7 +235,7 @@ class AdmissionPolicies:
             expression = str(validation.get("expression"))
             result = _evaluate(expression, activation)
             reason = str(validation.get("reason") or "Invalid")
-            if isinstance(result, celpy.CELEvalError):
+            if isinstance(result, CELEvalError):
                 if fail:
                     raise _Denied(f"expression '{expression}' resulted in error: {result.args[0]}", reason)
                 continue
@@ -261,4 +270,3 @@ class AdmissionPolicies:
         return ApiError(
             _CODES.get(denied.reason, 422), denied.reason, f"{qualified}{named} is forbidden: {message}", details
         )
-

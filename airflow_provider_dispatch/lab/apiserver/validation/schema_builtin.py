@@ -1032,7 +1032,8 @@ def _default_admission_policy_binding(binding: Obj) -> None:
 
 def _validate_admission_policy_binding(binding: Obj) -> list[FieldCause]:
     """The two required fields of `ValidateValidatingAdmissionPolicyBinding` (the rest is not checked)."""
-    spec = binding.get("spec") if isinstance(binding.get("spec"), dict) else {}
+    raw = binding.get("spec")
+    spec: Obj = raw if isinstance(raw, dict) else {}
     causes = []
     if not spec.get("policyName"):
         causes.append(f.required("spec.policyName"))
