@@ -36,41 +36,18 @@ from airflow_provider_dispatch.dispatch.fence import POLICY_NAME
 from airflow_provider_dispatch.dispatch.nodes import DEFAULT_CLOCK_SKEW_SECONDS
 from airflow_provider_dispatch.lab.apiserver.delays import DelayRule
 from airflow_provider_dispatch.lab.apiserver.server import CLOCK_OFFSET_KEY
-from airflow_provider_dispatch.lab.scenario.pod_fence import install_pod_fence
 
-from .harness import CALLERS, HOSTILE, ReliabilityLab
-from .one_pod import RUNNING, core, do, hold, only_process, overlaps, release, require
+from .harness import CALLERS, HOSTILE
+from .one_pod import core, do, hold, one_pod_world, only_process, overlaps, release, require
 from .schedule import Step
 from .world import NAMESPACE, World
 
 SETTLE = Step.of("advance", seconds=DEFAULT_SETTLE_SECONDS + DEFAULT_CLOCK_SKEW_SECONDS + 5)
 
 
-def _world(termination: float, grace: int, *, fenced: bool, **params: Any) -> Iterator[World]:
-    """One TrainJob of one pod on three nodes, running its first execution (its process stops `termination` s
-    after SIGTERM and may take `grace` s); with `fenced`, dispatch's pod fence installed before it opened."""
-    with ReliabilityLab() as rlab:
-        built = World(
-            rlab,
-            3,
-            1,
-            {"num_nodes": (1,), "termination_seconds": termination, "grace_seconds": grace, **params},
-        )
-        built.setup()
-        if fenced:
-            install_pod_fence(rlab.api())
-        try:
-            for step in RUNNING:
-                built.apply(step)
-            require(built.objects[0].admission == "1", f"the first execution did not start: {built.log}")
-            yield built
-        finally:
-            built.close()
-
-
 @pytest.fixture(params=[False, True], ids=["record", "pod-fence"])
 def world(request: pytest.FixtureRequest) -> Iterator[World]:
-    yield from _world(8, 30, fenced=bool(request.param))
+    yield from one_pod_world(8, 30, fenced=bool(request.param))
 
 
 def _fenced(world: World) -> bool:
@@ -105,6 +82,20 @@ def _let_through(world: World, rule: DelayRule) -> int:
 
 def _pods(world: World) -> list[Any]:
     return list(core(world).list_namespaced_pod(NAMESPACE).items)
+
+
+def _lost_and_deleted(world: World, deletion: DelayRule) -> tuple[str, str]:
+    """The one process of the held execution runs; its node is lost; the Job controller's graceful deletion (held
+    until now) lands; the hold settles; a release is refused, naming the pod. Returns (pod, node)."""
+    do(world, Step.of("advance", seconds=2))
+    pod, node = only_process(world)
+    do(world, Step.of("lose", host=0))
+    require(_let_through(world, deletion) == 1, "the Job controller's deletion was not held")
+    do(world, SETTLE)
+    blocked = release(world)
+    require(isinstance(blocked.error, PodsRemainError), f"not blocked by the Terminating pod: {blocked.describe()}")
+    require(pod in str(blocked.error), str(blocked.error))
+    return pod, node
 
 
 def _force_delete(world: World, pod: str, node: str) -> None:
@@ -160,14 +151,8 @@ def test_case_1_a_pod_recorded_without_a_node_then_bound_and_force_deleted(world
     held = hold(world)
     require(held.error is None, held.describe())
     require(_let_through(world, bind) == 1, "the binding was not held")
-    do(world, Step.of("advance", seconds=2))
-    running, node = only_process(world)
+    running, node = _lost_and_deleted(world, deletion)
     require(running == pod, f"{running} runs, not {pod}")
-    do(world, Step.of("lose", host=0))
-    require(_let_through(world, deletion) == 1, "the Job controller's deletion was not held")
-    do(world, SETTLE)
-    blocked = release(world)
-    require(isinstance(blocked.error, PodsRemainError), f"not blocked by the Terminating pod: {blocked.describe()}")
     _force_delete(world, pod, node)
     _held_until_fenced(world, pod, node)
 
@@ -182,14 +167,7 @@ def test_case_2_a_pod_created_after_the_record_listed_then_force_deleted(world: 
     held = hold(world)
     require(held.error is None, held.describe())
     require(_let_through(world, creation) == 1, "the creation was not held")
-    do(world, Step.of("advance", seconds=2))
-    pod, node = only_process(world)
-    do(world, Step.of("lose", host=0))
-    require(_let_through(world, deletion) == 1, "the Job controller's deletion was not held")
-    do(world, SETTLE)
-    blocked = release(world)
-    require(isinstance(blocked.error, PodsRemainError), f"not blocked by the Terminating pod: {blocked.describe()}")
-    require(pod in str(blocked.error), str(blocked.error))
+    pod, node = _lost_and_deleted(world, deletion)
     _force_delete(world, pod, node)
     _held_until_fenced(world, pod, node)
 
@@ -198,7 +176,7 @@ def test_case_2_a_pod_created_after_the_record_listed_then_force_deleted(world: 
 def never_world() -> Iterator[World]:
     """`restartPolicy: Never`: a failed process is replaced by a new pod after the Job controller's back-off
     (10 s), not restarted in place."""
-    yield from _world(8, 30, fenced=False, restart_policy="Never")
+    yield from one_pod_world(8, 30, restart_policy="Never")
 
 
 def test_case_3_a_namesake_admitted_while_the_predecessors_job_lives(never_world: World) -> None:
@@ -239,7 +217,7 @@ def test_case_3_a_namesake_admitted_while_the_predecessors_job_lives(never_world
 @pytest.fixture
 def slow_world() -> Iterator[World]:
     """The process takes 200 s to stop after SIGTERM and may (grace 300 s)."""
-    yield from _world(200, 300, fenced=False)
+    yield from one_pod_world(200, 300)
 
 
 def test_finding_4_a_deleted_node_whose_machine_runs_is_not_proof_at_once(slow_world: World) -> None:
@@ -286,7 +264,7 @@ def _fast_replica(world: World, seconds: float) -> None:
 
 @pytest.fixture
 def plain_world() -> Iterator[World]:
-    yield from _world(8, 30, fenced=False)
+    yield from one_pod_world(8, 30)
 
 
 def test_finding_5_a_replica_whose_clock_runs_ahead_does_not_end_the_settle_early(plain_world: World) -> None:
