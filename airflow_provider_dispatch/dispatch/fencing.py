@@ -223,9 +223,9 @@ def record(
     leftovers: bool = False,
 ) -> ExecutionPods:
     """The record of the `pods` (a lineage selection) that block (not finished), by node, with their uids and
-    grace, and for each of their `nodes` (as read for the record) that is Ready, since when, and that is deleted,
-    `since` (it was found deleted then). `leftovers`: a namesake's predecessor left Jobs (evidence.py); pods it
-    left make it true too."""
+    grace, and for each of their `nodes` (as read for the record) that is Ready, since when. A node found deleted
+    gets no time here (`since` was read before the Nodes): the first writer's check gives it one (`grown`).
+    `leftovers`: a namesake's predecessor left Jobs (evidence.py); pods it left make it true too."""
     by_node: dict[str, list[str]] = {}
     unscheduled: list[str] = []
     uids: dict[str, str] = {}
@@ -256,9 +256,6 @@ def record(
             for node in sorted(by_node)
             if (since_ready := node_state(node, (nodes or {}).get(node)).ready_since) is not None
         },
-        gone={}
-        if since is None
-        else {node: since for node in sorted(by_node) if (nodes or {}).get(node) is NodeRead.GONE},
         leftovers=admission == 0 and (leftovers or total > 0),
         cleared=None if leftovers else since if admission == 0 and total > 0 else None,
     )
@@ -345,10 +342,11 @@ def grown(
     """The record with what a writer's check saw that it does not keep yet (the record is a log that only grows;
     docs/decisions/pod-fence.md): each of `pods` (as listed, relabelled ones found by lookup included) that may
     run and is not named under its node, with its uid and grace, and its node's Ready transition when the node is
-    new to the record; each of `nodes` read as deleted, with `now` (the API server's time) when the record has no
-    time for it yet; and for a never-admitted object, `predecessors` (whether a Job a deleted namesake left was
-    found: it sets `leftovers` and clears `cleared`; once none is, `cleared` is `now`). Equal to the record when
-    there is nothing new, so that the caller writes only when it must."""
+    new to the record; each of `nodes` read as deleted, with `now` when the record has no time for it yet (the
+    API server's time read after the Nodes, so that the Node was deleted by then); and for a never-admitted
+    object, `predecessors` (whether a Job a deleted namesake left was found: it sets `leftovers` and clears
+    `cleared`; once none is, `cleared` is `now`, read after that list). Equal to the record when there is nothing
+    new, so that the caller writes only when it must."""
     lookups = nodes or {}
     keep = _names_kept(execution_pods)
     by_node = {node: list(names) for node, names in execution_pods.nodes.items()}

@@ -576,6 +576,8 @@ class Drain:
     remaining: tuple[RemainingPod, ...]
     #: `nodes` with each deletion judged (`fencing.judged_nodes`): what the verdict used
     judged: dict[str, NodeLookup] = field(default_factory=dict)
+    #: the API server's time read after the Nodes, when one was found deleted (None otherwise)
+    server_now: datetime | None = None
 
     @property
     def pods(self) -> list[Mapping[str, Any]]:
@@ -598,8 +600,8 @@ def drain(
 ) -> Program[Drain]:
     """The drain check's reads: the consistent pod read; the recorded pods it did not list, looked up by name
     (a pod whose labels were edited is found there); then the Nodes it needs: of the pods that may block, and
-    the recorded nodes where a pod the hold saw is gone (fencing.py); and the API server's time when the record
-    says since when a deleted one was found gone (a deletion is proof only after a while: `fencing.judged_nodes`).
+    the recorded nodes where a pod the hold saw is gone (fencing.py); and, when a Node was found deleted, the API
+    server's time after that (a deletion is proof only a while after it was first seen: `fencing.judged_nodes`).
     Writes nothing.
 
     The one sequence every drain check runs (release, kueue_admit, inspect, find, remaining_pods and
@@ -613,14 +615,11 @@ def drain(
     lookups = yield from _lookup_recorded(missing, selection.namespace, ref=ref, page_size=page_size)
     found = relabelled_pods(execution_pods, lookups)
     nodes = yield from read_nodes(nodes_to_check([*read.pods, *found], execution_pods), ref=ref)
-    now: datetime | None = None
-    if execution_pods is not None and any(
-        lookup is NodeRead.GONE and node in execution_pods.gone for node, lookup in nodes.items()
-    ):
-        now = yield from server_time(ref)
+    # read after the Nodes: a Node found deleted was deleted by then (what a writer records as its first sight)
+    now = (yield from server_time(ref)) if NodeRead.GONE in nodes.values() else None
     judged = judged_nodes(nodes, execution_pods, now, clock_skew_seconds)
     remaining = blocking_pods(read.pods, judged, execution_pods, selection.namespace, lookups)
-    return Drain(read, lookups, nodes, remaining, judged)
+    return Drain(read, lookups, nodes, remaining, judged, now)
 
 
 def _replace(coords: v.ApiCoordinates, body: Mapping[str, Any], ref: str) -> Program[Mapping[str, Any]]:
@@ -858,7 +857,7 @@ def _check_before_admission(
         page_size=page_size,
         clock_skew_seconds=clock_skew_seconds,
     )
-    record = grown(record, pods=drained.pods, nodes=drained.nodes, now=evidence.server_now)
+    record = grown(record, pods=drained.pods, nodes=drained.nodes, now=drained.server_now)
     written = yield from _write_grown(trainjob, execution_pods, record, ref)
     if drained.remaining:
         raise PodsRemainError(ref, drained.remaining, now=now)
