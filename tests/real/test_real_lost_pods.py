@@ -6,10 +6,12 @@ What the real tier stages differently, and why:
 
 * case 1's slow binding is a pod the scheduler cannot place (its node cordoned) made placeable later, and the
   Job controller's deletion comes late because kube-controller-manager is paused (SIGSTOP) across the hold;
-* case 2 (a creation in flight across the hold) needs a request held inside the API server: the real one has no
-  such control, and pausing the Job controller before the hold only delays its next sync, which then sees the
-  suspension and creates nothing. The lab stages it (`lab.apiserver.delays`); here the grown record and the fence
-  that hold case 1 hold it alike, since both judge a listed pod whatever its creation;
+* case 2 (a creation in flight across the hold) is not staged here: the real API server cannot hold a request,
+  and pausing the Job controller alone before the hold only delays its next sync, which then sees the suspension
+  and creates nothing; it would take JobSet paused as well (its resume landed, its suspension not), whose
+  webhooks Trainer's applies go through. The lab stages it with a held creation (`lab.apiserver.delays`). To the
+  rule it is case 1's: a pod the record does not name under its node, listed by the refused release, kept, and
+  fenced at the API server;
 * case 3's exact window (Trainer reporting the namesake Suspended before its JobSet exists, while the
   predecessor's Job lives) needs Trainer's apply to fail twice: staged here is the same wait with an orphaned Job
   (the predecessor's JobSet deleted with `propagationPolicy: Orphan`);
