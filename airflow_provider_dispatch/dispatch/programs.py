@@ -61,6 +61,7 @@ from airflow_provider_dispatch.dispatch.assessment import (
     Execution,
     ManagedObject,
     Mode,
+    Released,
     Status,
     assess,
     finished,
@@ -895,9 +896,9 @@ def release(
     text = str(obj.ref)
     if obj.mode is Mode.KUEUE:
         yield from _set_workloads_active(obj, active=True)
-        return obj.execution
+        return replace(obj.execution, released=Released.WORKLOAD_ACTIVE)
     if not is_held(trainjob):
-        return obj.execution
+        return replace(obj.execution, released=Released.ALREADY_RUNNING)
     _refuse_unadmittable(trainjob, text)
     trainjob, execution_pods = yield from ensure_record(trainjob, obj, page_size=page_size)
     checked = yield from _check_before_admission(
@@ -929,9 +930,9 @@ def release(
         # Otherwise the conflict stays retryable and the check runs again on the new state.
         current = yield from read_trainjob(target)
         if not is_held(current):
-            return managed(current).execution
+            return replace(managed(current).execution, released=Released.RUNNING_AFTER_CONFLICT)
         raise
-    return replace(_written_execution(written, execution), fence_note=checked.fence_note)
+    return replace(_written_execution(written, execution), released=Released.ADMITTED, fence_note=checked.fence_note)
 
 
 def kueue_admit(

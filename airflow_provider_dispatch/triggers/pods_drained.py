@@ -163,9 +163,9 @@ class PodsDrainedTrigger(DispatchTrigger):
                 if wait <= 0:
                     return {"status": "timeout", **check.as_dict()}
                 self.log.info(
-                    "dispatch: TrainJob %s: %s; waiting for a pod or node change (full re-check in %.0fs)",
+                    "%s (dispatch: TrainJob %s; the trigger waits for a pod or node change, full re-check in %.0fs)",
+                    check.report.headline,
                     self.ref,
-                    check.report.detail.splitlines()[0],
                     wait,
                 )
                 reason = await changes.wait(seen, wait)

@@ -25,7 +25,7 @@ import os
 import secrets
 import subprocess
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -178,6 +178,19 @@ class AirflowStack:
             bound=bound,
             services=self.services,
             describe=lambda: f"import errors: {json.dumps(errors)[:4000]}",
+        )
+
+    def wait_run_finished(
+        self, dag_id: str, run_id: str, bound: float, describe: Callable[[], str] | None = None
+    ) -> dict[str, Any]:
+        """Until the DAG run is `success` or `failed`; returns the run."""
+
+        def finished() -> dict[str, Any] | None:
+            run = self.rest.dag_run(dag_id, run_id)
+            return run if run.get("state") in ("success", "failed") else None
+
+        return wait_until(
+            f"run {run_id} of {dag_id} to finish", finished, bound=bound, services=self.services, describe=describe
         )
 
     def stop(self) -> dict[str, int | None]:

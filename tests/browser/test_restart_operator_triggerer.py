@@ -10,17 +10,13 @@ each resume is a new worker process that knows only what the deferral carried. S
 
 from __future__ import annotations
 
-import uuid
 from typing import Any
 
-import kubernetes
 import pytest
 from airflow_stack import AirflowStack
 from browser_support import DrillLab
 from processes import wait_until
 
-from airflow_provider_dispatch.dispatch.vocabulary import CLUSTER_TRAINING_RUNTIME
-from airflow_provider_dispatch.lab.scenario import manifests
 from airflow_provider_dispatch.lab.simulated.nodes.workload import EXIT_CODE_BY_SUBMISSION, RUN_SECONDS
 
 pytestmark = [pytest.mark.browser, pytest.mark.airflow, pytest.mark.slow, pytest.mark.timeout(1200)]
@@ -34,20 +30,7 @@ FINISH_BOUND = 600.0
 
 def failing_runtime(drill_lab: DrillLab) -> str:
     """A runtime whose submission 1 fails after 60 lab seconds (one failed pod fails the Job)."""
-    name = f"rt-{uuid.uuid4().hex[:8]}"
-    body = manifests.cluster_training_runtime(name)
-    job_spec = body["spec"]["template"]["spec"]["replicatedJobs"][0]["template"]["spec"]
-    job_spec["template"]["metadata"] = {"annotations": {RUN_SECONDS: "60", EXIT_CODE_BY_SUBMISSION: "1=3"}}
-    job_spec["backoffLimit"] = 0
-    job_spec["template"]["spec"]["restartPolicy"] = "Never"
-    client = drill_lab.admin()
-    try:
-        coords = CLUSTER_TRAINING_RUNTIME
-        custom = kubernetes.client.CustomObjectsApi(client)
-        custom.create_cluster_custom_object(coords.group, coords.version, coords.plural, body)
-    finally:
-        client.close()
-    return name
+    return drill_lab.finite_runtime({RUN_SECONDS: "60", EXIT_CODE_BY_SUBMISSION: "1=3"})
 
 
 #: Airflow 3.3's scheduler fails a deferred task whose trigger fired so soon that the resumed attempt is already
@@ -65,12 +48,10 @@ STALE_EVENTS = (
 )
 
 
-def stale_defer_exit_event(airflow_stack: AirflowStack) -> bool:
+def stale_defer_exit_event(airflow_stack: AirflowStack, dag_id: str = DAG_ID) -> bool:
     """The scheduler failed the train task on a stale executor event (the upstream race), nothing else."""
     log = (airflow_stack.log_dir / "scheduler.log").read_text(errors="replace")
-    return any(
-        any(event in line for event in STALE_EVENTS) and "restart_operator.train" in line for line in log.splitlines()
-    )
+    return any(any(event in line for event in STALE_EVENTS) and f"{dag_id}.train" in line for line in log.splitlines())
 
 
 def test_the_real_triggerer_carries_the_restart_chain(
@@ -93,18 +74,12 @@ def test_the_real_triggerer_carries_the_restart_chain(
     # while submission 1 runs the task is deferred (in the triggerer, not in a worker slot), saying so
     wait_until(
         "the task to defer on submission 1's outcome",
-        lambda: deferred_on(f"submission 1: waiting for TrainJob {namespace}/job-1 to finish execution 1"),
+        lambda: deferred_on(f"TrainJob {namespace}/job-1 runs execution 1; waiting for execution 1 to finish"),
         bound=DEFERRED_BOUND,
         services=airflow_stack.services,
         describe=progress,
     )
-    run = wait_until(
-        "the run to finish",
-        lambda: (found := rest.dag_run(DAG_ID, run_id)).get("state") in ("success", "failed") and found,
-        bound=FINISH_BOUND,
-        services=airflow_stack.services,
-        describe=progress,
-    )
+    run = airflow_stack.wait_run_finished(DAG_ID, run_id, FINISH_BOUND, progress)
     if run["state"] == "failed" and stale_defer_exit_event(airflow_stack):
         pytest.skip(UPSTREAM_RACE)
     assert run["state"] == "success", progress()

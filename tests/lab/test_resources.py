@@ -139,8 +139,8 @@ def test_served_resources(
 
 
 def test_exactly_the_expected_resources_are_served() -> None:
-    # 20, and the admission policies and their bindings (registry/admission_policies.py: dispatch's pod fence)
-    assert len(default_registry().all()) == 22
+    # 23, and the admission policies and their bindings (registry/admission_policies.py: dispatch's pod fence)
+    assert len(default_registry().all()) == 25
 
 
 @pytest.mark.parametrize("version", ["v1beta1", "v1beta3"])
@@ -185,9 +185,9 @@ def test_naming_properties(
     assert isinstance(resource.schema, BuiltinSchema if builtin else CrdSchema)
 
 
-def test_access_review_is_marked_review_only() -> None:
+def test_the_reviews_are_marked_review_only() -> None:
     reviews = [r for r in default_registry().all() if r.review_only]
-    assert [r.plural for r in reviews] == ["selfsubjectaccessreviews"]
+    assert [r.plural for r in reviews] == ["selfsubjectaccessreviews", "selfsubjectrulesreviews", "selfsubjectreviews"]
 
 
 def test_default_registry_is_cached() -> None:
