@@ -822,25 +822,18 @@ def _check_before_admission(
     accepted_risks: Collection[str],
     require_pod_fence: bool,
 ) -> Program[Checked]:
-    """DESIGN §3 on a held, recorded object. Raises unless the object may be admitted: the runtime policy; the pod
-    fence, with `require_pod_fence` (fence.py); the hold observed for this execution (evidence.py; the pods are not
-    read before, since the Jobs may still create some); the drain check; then the settle. Remaining pods are
-    reported before the settle because they say more (which pod, on which node, what would unblock it) and
-    usually outlast it. Before it raises, the check adds to the record what it saw that the record does not keep
-    (`fencing.grown`: pods not named under their node, Nodes found deleted, a namesake's predecessor), in one
-    conditional write: what no later check could see again."""
+    """DESIGN §3 on a held, recorded object. Raises unless the object may be admitted: the runtime policy; the hold
+    observed for this execution (evidence.py; the pods are not read before, since the Jobs may still create
+    some); the drain check; the settle; then the pod fence, with `require_pod_fence` (fence.py). Remaining pods
+    are reported before the settle because they say more (which pod, on which node, what would unblock it) and
+    usually outlast it. The fence is read last, after the pods: it vouches for the listing only if it was in force
+    from the execution's admission until after the listing (read before it, it could be removed and a pod
+    force-deleted between that read and the listing). Before it raises, the check adds to the record what it saw
+    that the record does not keep (`fencing.grown`: pods not named under their node, Nodes found deleted, a
+    namesake's predecessor), in one conditional write: what no later check could see again."""
     ref = str(obj.ref)
     runtime = yield from read_runtime(trainjob)
     check_runtime_safe(trainjob, runtime, accepted_risks)
-    fence = yield from read_fence()
-    note = in_force_throughout(fence, recorded_fence(trainjob, obj.admission)) or ""
-    if note and require_pod_fence:
-        raise PodFenceError(
-            f"TrainJob {ref}: {note}. Nothing was admitted. Once no pod of execution {obj.admission} can run (its "
-            "nodes are Ready or proven stopped), release it once without require_pod_fence: the record of its pods "
-            "is what protects this one admission.",
-            ref=ref,
-        )
     evidence = yield from hold_evidence(
         obj, execution_pods, settle_seconds=settle_seconds, clock_skew_seconds=clock_skew_seconds
     )
@@ -869,6 +862,15 @@ def _check_before_admission(
         # what grows the record also refuses (a pod that may run, a deleted Node not yet proof, a namesake's
         # predecessor); should a change ever grow it without, the admission still follows a check of its own
         raise ConflictError(f"TrainJob {ref}: dispatch recorded what its check saw; checking again.", ref=ref)
+    fence = yield from read_fence()
+    note = in_force_throughout(fence, recorded_fence(trainjob, obj.admission)) or ""
+    if note and require_pod_fence:
+        raise PodFenceError(
+            f"TrainJob {ref}: {note}. Nothing was admitted. Once no pod of execution {obj.admission} can run (its "
+            "nodes are Ready or proven stopped), release it once without require_pod_fence: the record of its pods "
+            "is what protects this one admission.",
+            ref=ref,
+        )
     return Checked(trainjob, runtime, fence, note)
 
 

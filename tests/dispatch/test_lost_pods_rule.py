@@ -12,8 +12,10 @@ from typing import Any
 
 import pytest
 
+from airflow_provider_dispatch.dispatch import programs
 from airflow_provider_dispatch.dispatch import vocabulary as v
 from airflow_provider_dispatch.dispatch.blocking import Blocking
+from airflow_provider_dispatch.dispatch.errors import PodFenceError
 from airflow_provider_dispatch.dispatch.evidence import (
     DEFAULT_SETTLE_SECONDS,
     HoldEvidence,
@@ -45,7 +47,9 @@ from airflow_provider_dispatch.dispatch.nodes import (
     Presence,
 )
 
-from .support import HOLD, NAME, NS, SERVER_NOW, jobset, node, pod, trainjob
+from airflow_provider_dispatch.dispatch.programs import ListObjects, Request, Response, drive
+
+from .support import HOLD, NAME, NS, SERVER_NOW, FakeApi, jobset, node, pod, standard_api, trainjob
 
 NODE_UNKNOWN = node("n1", ready="Unknown")
 
@@ -281,3 +285,43 @@ def test_the_fence_counts_only_when_unchanged_since_the_executions_admission() -
         assert "changed during the execution" in str(in_force_throughout(fence, then))
     # recorded for another execution: not this one's
     assert recorded_fence(held, 4) is None
+
+
+def _fenced_api(admission: str) -> FakeApi:
+    """A TrainJob ready to release whose execution `admission` was admitted under the fence installed here."""
+    api = standard_api(admission=admission)
+    api.add(v.VALIDATING_ADMISSION_POLICY, _as_stored(policy_manifest(), "p"))
+    api.add(v.VALIDATING_ADMISSION_POLICY_BINDING, _as_stored(binding_manifest(), "b"))
+    held = api.get(v.TRAINJOB, NS, NAME)
+    assert held is not None
+    identity = FenceIdentity("p/1", "b/1").to_annotation(int(admission))
+    held["metadata"].setdefault("annotations", {})[v.ANNOTATION_POD_FENCE] = identity
+    return api
+
+
+def test_a_fence_in_force_throughout_lets_require_pod_fence_admit_and_is_recorded_for_the_next() -> None:
+    api = _fenced_api("2")
+    execution = drive(programs.release(f"{NS}/{NAME}", require_pod_fence=True), api.respond)
+    assert execution.admission == 3
+    assert execution.fence_note == ""
+    admitted = api.get(v.TRAINJOB, NS, NAME)
+    assert admitted is not None
+    assert recorded_fence(admitted, 3) == FenceIdentity("p/1", "b/1")
+
+
+def test_the_fence_is_read_after_the_pods_so_its_removal_during_the_listing_refuses() -> None:
+    """Who else writes what the rule reads: a cluster administrator may remove the fence, force-delete a pod and
+    let the listing miss it. Read before the listing, the fence would vouch for a listing it no longer covered;
+    read after it, its absence is seen and `require_pod_fence` refuses, writing nothing."""
+    api = _fenced_api("2")
+
+    def remove_the_fence_while_pods_are_listed(request: Request) -> Response | None:
+        if isinstance(request, ListObjects) and request.coords is v.POD:
+            api.objects.pop((v.VALIDATING_ADMISSION_POLICY.plural, None, POLICY_NAME), None)
+        return None
+
+    api.intercept = remove_the_fence_while_pods_are_listed
+    with pytest.raises(PodFenceError) as refused:
+        drive(programs.release(f"{NS}/{NAME}", require_pod_fence=True), api.respond)
+    assert "is not installed (no policy)" in refused.value.message
+    assert api.writes() == []

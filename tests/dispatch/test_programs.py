@@ -116,19 +116,19 @@ def test_release_request_sequence_reads_before_the_one_write() -> None:
     api = standard_api()
     drive(programs.release(REF), api.respond)
     kinds = [(type(r).__name__, r.coords.kind) for r in api.requests]
-    # the TrainJob; the runtime (policy); the pod fence (fence.py: not installed here); the hold's evidence
-    # (JobSet, its Jobs: none in this spec, the Jobs a deleted namesake left, the API server's time); both pod
-    # selections; the API server's time again (admitted-at); the one write
+    # the TrainJob; the runtime (policy); the hold's evidence (JobSet, its Jobs: none in this spec, the Jobs a
+    # deleted namesake left, the API server's time); both pod selections; the pod fence, after the pods (fence.py:
+    # not installed here); the API server's time again (admitted-at); the one write
     assert kinds == [
         ("GetObject", "TrainJob"),
         ("GetObject", "ClusterTrainingRuntime"),
-        ("GetObject", "ValidatingAdmissionPolicy"),
-        ("GetObject", "ValidatingAdmissionPolicyBinding"),
         ("GetObject", "JobSet"),
         ("ListObjects", "Job"),
         ("ServerTime", "Version"),
         ("ListObjects", "Pod"),
         ("ListObjects", "Pod"),
+        ("GetObject", "ValidatingAdmissionPolicy"),
+        ("GetObject", "ValidatingAdmissionPolicyBinding"),
         ("ServerTime", "Version"),
         ("ReplaceObject", "TrainJob"),
     ]
