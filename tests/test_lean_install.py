@@ -158,8 +158,10 @@ def test_the_wheel_without_the_extra_runs_the_airflow_layer_and_says_what_the_la
         result = run([dispatch, *command], tmp_path)
         assert result.returncode == EXIT_MISSING_EXTRA, result.stdout + result.stderr
         (line,) = result.stderr.strip().splitlines()
-        assert line == f"dispatch {' '.join(command)} needs the lab extra (missing: cel-python, grpcio-tools, jsonpatch): " + (
-            LAB_EXTRA_INSTALL
+        assert (
+            line
+            == f"dispatch {' '.join(command)} needs the lab extra (missing: cel-python, grpcio-tools, jsonpatch): "
+            + (LAB_EXTRA_INSTALL)
         )
         assert result.stdout == ""
     assert run([dispatch, "status", "--help"], tmp_path).returncode == 0  # a worker's command needs no extra

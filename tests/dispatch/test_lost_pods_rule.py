@@ -46,7 +46,6 @@ from airflow_provider_dispatch.dispatch.nodes import (
     NodeRead,
     Presence,
 )
-
 from airflow_provider_dispatch.dispatch.programs import ListObjects, Request, Response, drive
 
 from .support import HOLD, NAME, NS, SERVER_NOW, FakeApi, jobset, node, pod, standard_api, trainjob
