@@ -39,6 +39,14 @@ its uid, and any change of its spec its generation.
 
 Decisions and their limits:
 
+* The check reads the fence last, after the pods (programs.py `_check_before_admission`): the identity it compares
+  must be newer than the listing it vouches for. Read before the listing, a fence removed between the two reads,
+  and a pod force-deleted meanwhile, would pass unseen.
+* The eviction rule applies to every pod in every namespace. An eviction's `oldObject` is null and the deletion it
+  makes passes no validating admission, so the policy cannot see whose pod it is; narrowing it by namespace would
+  make the namespaces' labels, which neither uid nor generation covers, part of what the fence relies on
+  (docs/decisions/pod-fence.md, "The fence's scope").
+
 * The API servers load a new or changed policy from their watch, which takes a moment: a fence installed a
   second before an admission may not yet stop a deletion of that execution's first pods. Pods take longer than
   that to be created and started; nothing here waits for it.
