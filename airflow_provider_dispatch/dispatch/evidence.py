@@ -369,9 +369,9 @@ def _not_observed(trainjob: Mapping[str, Any], evidence: HoldEvidence, admission
         )
     if evidence.predecessors:
         return (
-            f"TrainJob {ref}: {', '.join(evidence.predecessors)} was left by a deleted TrainJob of the same name and "
-            "has not finished, so it may still create pods: wait until the garbage collector has deleted it (or "
-            "delete it); retry shortly"
+            f"Wait until the garbage collector deletes {', '.join(evidence.predecessors)}, or delete it (docs/runbook.md"
+            f"#predecessor-jobs): it was left by a deleted TrainJob of the same name, has not finished, and may still "
+            f"create pods beside TrainJob {ref}'s; retry shortly"
         )
     jobset = evidence.jobset
     if jobset is None:
