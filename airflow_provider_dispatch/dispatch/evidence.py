@@ -369,9 +369,9 @@ def _not_observed(trainjob: Mapping[str, Any], evidence: HoldEvidence, admission
         )
     if evidence.predecessors:
         return (
-            f"Wait until the garbage collector deletes {', '.join(evidence.predecessors)}, or delete it (docs/runbook.md"
-            f"#predecessor-jobs): it was left by a deleted TrainJob of the same name, has not finished, and may still "
-            f"create pods beside TrainJob {ref}'s; retry shortly"
+            f"Wait until the garbage collector deletes {', '.join(evidence.predecessors)}, or delete it "
+            "(docs/runbook.md#predecessor-jobs): it was left by a deleted TrainJob of the same name, has not "
+            f"finished, and may still create pods beside TrainJob {ref}'s; retry shortly"
         )
     jobset = evidence.jobset
     if jobset is None:

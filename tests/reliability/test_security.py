@@ -230,12 +230,14 @@ async def test_an_identity_that_may_not_read_the_pod_fence_is_told_which_role_to
     rbac_lab: RbacLab, adapters: Any
 ) -> None:
     """The writer without dispatch-fence-reader (`no-nodes`, dispatch-writer alone), with `require_pod_fence`:
-    the check cannot verify the fence, refuses with the role to grant, and writes nothing."""
+    the check cannot verify the fence, refuses with the role to grant, and writes nothing. The fence is the check's
+    last read (after the pods, programs.py), so the previous execution left no pod here: nothing else refuses."""
     install_pod_fence(rbac_lab.admin)
     try:
         no_fence = await adapters("no-nodes", require_pod_fence=True)
         cluster = rbac_lab.cluster()
-        ref, _ = _held_with_pods(cluster, "ready")
+        cluster.held_after_execution("ft-7", runtime=cluster.runtime(), admission=1, pods_on=[])
+        ref = f"{cluster.namespace}/ft-7"
         revision = rbac_lab.revision()
         with pytest.raises(PodFenceError) as refused:
             await no_fence.call("release", ref)
