@@ -229,8 +229,8 @@ def test_a_deferred_release_records_the_node_deletion_its_trigger_saw_and_admits
     the release waits in the triggerer, and its pod object goes. A deletion is proof only a while after a writer's
     check first found it (fencing.py `judged_nodes`), and a trigger writes nothing: the trigger reports the change
     (progress), the worker's check records when it found the Node gone, and the release admits once the pod's
-    grace plus the margin and the skew bound have passed. (Deferring again at once on progress, as the release did before,
-    leaves the deletion unrecorded, and the release waits until its wait_timeout.)"""
+    grace plus the margin and the skew bound have passed. (Deferring again at once on progress, as the release did
+    before, leaves the deletion unrecorded, and the release waits until its wait_timeout.)"""
     node = cluster.node("n1")
     _, (pod,) = cluster.held_after_execution("ft-7", runtime=cluster.runtime(), admission=2, pods_on=[node])
     mark = airflow_lab.probe.mark()
