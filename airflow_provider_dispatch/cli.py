@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import click
+import yaml
 
 from airflow_provider_dispatch import __version__
 from airflow_provider_dispatch.cli_options import (
@@ -34,6 +35,7 @@ from airflow_provider_dispatch.cli_options import (
 from airflow_provider_dispatch.cli_report import list_shown, report, status_shown, with_created
 from airflow_provider_dispatch.dispatch.errors import DispatchError
 from airflow_provider_dispatch.dispatch.evidence import DEFAULT_SETTLE_SECONDS
+from airflow_provider_dispatch.dispatch.nodes import DEFAULT_CLOCK_SKEW_SECONDS
 from airflow_provider_dispatch.dispatch.policy import RISKS
 from airflow_provider_dispatch.dispatch.validation import Ref, validate_job_id, validate_namespace
 from airflow_provider_dispatch.extras import require_lab_extra
@@ -210,6 +212,21 @@ def _check_names(ctx: click.Context, param: click.Parameter, values: tuple[str, 
     "land until then (the API server's request timeout plus the time controllers take to see it).",
 )
 @click.option(
+    "--clock-skew-seconds",
+    type=click.FloatRange(min=0.0, max=3600.0),
+    default=DEFAULT_CLOCK_SKEW_SECONDS,
+    show_default=True,
+    help="The bound assumed on how far the clocks of two API server replicas differ: every wait that compares two "
+    "times the API server wrote (the settle, a deleted node's) waits this much longer.",
+)
+@click.option(
+    "--require-pod-fence/--no-require-pod-fence",
+    default=False,
+    show_default=True,
+    help="Refuse an admission unless dispatch's pod fence was in force, unchanged, for the whole execution it "
+    "ends (`dispatch pod-fence`); without it the record of that execution's pods alone protects the admission.",
+)
+@click.option(
     "--accept-risk",
     "accepted_risks",
     multiple=True,
@@ -276,6 +293,8 @@ def admission_controller(
     resync_seconds: float,
     shutdown_grace_seconds: float,
     settle_seconds: float,
+    clock_skew_seconds: float,
+    require_pod_fence: bool,
     accepted_risks: tuple[str, ...],
     leader_elect: bool,
     leader_election_namespace: str | None,
@@ -347,12 +366,28 @@ def admission_controller(
                 election=election,
                 http_address=http_address,
                 settle_seconds=settle_seconds,
+                clock_skew_seconds=clock_skew_seconds,
+                require_pod_fence=require_pod_fence,
                 accepted_risks=frozenset(accepted_risks),
             )
         )
     except DispatchError as error:
         click.echo(f"Error: {error.message}", err=True)
         raise click.exceptions.Exit(1) from None
+
+
+@main.command("pod-fence")
+def pod_fence() -> None:
+    """Print dispatch's pod fence: the ValidatingAdmissionPolicy and its binding, as YAML to apply once.
+
+    `dispatch pod-fence | kubectl apply -f -` (a cluster administrator: both objects are cluster-scoped). With it
+    the API server refuses to force-delete a pod of a dispatch TrainJob that may still run, to evict any pod with
+    a grace period of 0, and to change the labels that say which TrainJob and execution a pod belongs to while
+    it runs; dispatch verifies it at every admission (docs/runbook.md). It contacts no cluster.
+    """
+    from airflow_provider_dispatch.dispatch.fence import manifests
+
+    click.echo(yaml.safe_dump_all(manifests(), sort_keys=False, width=120), nl=False)
 
 
 def _register_lab() -> None:

@@ -83,7 +83,13 @@ def test_rbac_page_shows_the_shipped_roles(site: Path) -> None:
     text = page_text(site, "rbac.html")
     manifest = ROOT / "deploy/rbac/dispatch-clusterroles.yaml"
     roles = [d["metadata"]["name"] for d in yaml.safe_load_all(manifest.read_text()) if d]
-    assert roles == ["dispatch-writer", "dispatch-reader", "dispatch-node-reader", "dispatch-admission-controller"]
+    assert roles == [
+        "dispatch-writer",
+        "dispatch-reader",
+        "dispatch-node-reader",
+        "dispatch-fence-reader",
+        "dispatch-admission-controller",
+    ]
     for line in manifest.read_text().splitlines():
         if line.strip():
             assert " ".join(line.split()) in " ".join(text.split()), f"rbac page lacks: {line}"

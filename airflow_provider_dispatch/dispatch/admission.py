@@ -42,6 +42,7 @@ from typing import Any, Final
 
 from airflow_provider_dispatch.dispatch.assessment import Execution, managed
 from airflow_provider_dispatch.dispatch.errors import SpecRejectedError
+from airflow_provider_dispatch.dispatch.fence import FenceIdentity
 from airflow_provider_dispatch.dispatch.fencing import format_time
 from airflow_provider_dispatch.dispatch.policy import RuntimeRisk, runtime_risks, unaccepted
 from airflow_provider_dispatch.dispatch.validation import validate_runtime_name
@@ -51,6 +52,7 @@ from airflow_provider_dispatch.dispatch.vocabulary import (
     ANNOTATION_ADMISSION_KEY,
     ANNOTATION_ADMITTED_AT,
     ANNOTATION_EXECUTION_PODS,
+    ANNOTATION_POD_FENCE,
     ANNOTATION_SAFE_TO_FORCEFULLY_DELETE,
     LABEL_JOB_ID,
     LABEL_SUBMISSION,
@@ -257,6 +259,7 @@ def _admitting_body(
     runtime: Mapping[str, Any],
     extra_annotations: Mapping[str, str],
     accepted_risks: Collection[str],
+    fence: FenceIdentity | None,
 ) -> tuple[dict[str, Any], Execution]:
     execution = next_execution(trainjob)
     accepted = check_runtime_safe(trainjob, runtime, accepted_risks)
@@ -276,10 +279,13 @@ def _admitting_body(
     # the hold's record of the previous execution's pods (fencing.py), the previous start and the previous
     # accepted risks say nothing of the new execution: dropped, and written again where they apply
     annotations = string_map(trainjob, "metadata", "annotations")
-    dropped = (ANNOTATION_EXECUTION_PODS, ANNOTATION_ADMITTED_AT, ANNOTATION_ACCEPTED_RISKS)
+    dropped = (ANNOTATION_EXECUTION_PODS, ANNOTATION_ADMITTED_AT, ANNOTATION_ACCEPTED_RISKS, ANNOTATION_POD_FENCE)
     kept = {key: value for key, value in annotations.items() if key not in dropped}
     if accepted:
         kept[ANNOTATION_ACCEPTED_RISKS] = ",".join(sorted({risk.name for risk in accepted}))
+    if fence is not None:
+        # the pod fence as read just before this write: the next admission requires it unchanged (fence.py)
+        kept[ANNOTATION_POD_FENCE] = fence.to_annotation(execution.admission)
     metadata["annotations"] = {**kept, **extra_annotations, ANNOTATION_ADMISSION: str(execution.admission)}
     body.setdefault("spec", {})["runtimePatches"] = new_patches
     return body, execution
@@ -291,11 +297,13 @@ def admission_body(
     *,
     admitted_at: datetime | None = None,
     accepted_risks: Collection[str] = frozenset(),
+    fence: FenceIdentity | None = None,
 ) -> tuple[dict[str, Any], Execution]:
     """Plain mode: the replace body that admits (A+1, dispatch patch, suspend false), and the execution.
-    `admitted_at` is the API server's time just before this write, when known (evidence.py)."""
+    `admitted_at` is the API server's time just before this write, when known (evidence.py); `fence` the pod
+    fence's identity when it is in force (fence.py)."""
     extra = {ANNOTATION_ADMITTED_AT: format_time(admitted_at)} if admitted_at is not None else {}
-    body, execution = _admitting_body(trainjob, runtime, extra, accepted_risks)
+    body, execution = _admitting_body(trainjob, runtime, extra, accepted_risks, fence)
     body["spec"]["suspend"] = False
     return body, execution
 
@@ -306,11 +314,12 @@ def kueue_admission_body(
     *,
     admission_key: str | None = None,
     accepted_risks: Collection[str] = frozenset(),
+    fence: FenceIdentity | None = None,
 ) -> tuple[dict[str, Any], Execution]:
     """Kueue mode: A+1 and the dispatch patch, suspend left to Kueue; `admission_key` names the admission.
     No `admitted-at`: Kueue, not this write, starts the execution, later (evidence.py)."""
     extra = {ANNOTATION_ADMISSION_KEY: admission_key} if admission_key is not None else {}
-    return _admitting_body(trainjob, runtime, extra, accepted_risks)
+    return _admitting_body(trainjob, runtime, extra, accepted_risks, fence)
 
 
 def hold_body(trainjob: Mapping[str, Any], execution_pods: str | None = None) -> dict[str, Any]:

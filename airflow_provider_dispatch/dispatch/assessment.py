@@ -104,15 +104,17 @@ class Released(StrEnum):
 class Execution:
     """The execution identity (job id, submission, A) (DESIGN §2). A 0 means never admitted by dispatch.
 
-    `accepted_risks` are the runtime risks (policy.py) a platform team accepted for this execution, and `released`
-    what the release that returned it did: neither is part of the identity (nor of `as_dict`), carried so that
-    every caller can log them."""
+    `accepted_risks` are the runtime risks (policy.py) a platform team accepted for this execution, `released`
+    what the release that returned it did, and `fence_note`, set on the execution an admission returns, why that
+    admission was not backed by the pod fence for the whole execution it ended (fence.py), "" when it was: none is
+    part of the identity (nor of `as_dict`), carried so that every caller can log them."""
 
     job_id: str
     submission: str
     admission: int
     accepted_risks: tuple[str, ...] = field(default=(), compare=False)
     released: Released = field(default=Released.UNSAID, compare=False)
+    fence_note: str = field(default="", compare=False)
 
     def as_dict(self) -> dict[str, Any]:
         body: dict[str, Any] = {"job_id": self.job_id, "submission": self.submission, "admission": self.admission}

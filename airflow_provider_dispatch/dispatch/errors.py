@@ -128,6 +128,11 @@ class FinishedError(RefusedError):
     """The held TrainJob has finished (Complete or Failed): unsuspending it would admit nothing."""
 
 
+class PodFenceError(RefusedError):
+    """`require_pod_fence`: the pod fence was not in force, unchanged, for the whole execution (fence.py), so a
+    pod of it may have left the API unseen; nothing was admitted."""
+
+
 # --- classification of API failures -------------------------------------------------------------------------
 
 _SCRUBBERS = (

@@ -28,7 +28,11 @@ issue). So the hold of execution A is observed when all of this holds:
    run inside it), so a write a controller started before it saw the hold lands within that time of the hold
    reaching it, or never. dispatch records the hold (fencing.py) with the API server's time, and waits until
    the hold is `settle_seconds` old (90 s by default: the 60 s timeout plus 30 s for the controllers to see the
-   hold). The hold reaches the controllers in a chain (Trainer suspends the JobSet, JobSet suspends the Jobs),
+   hold), plus `clock_skew_seconds` (nodes.py `DEFAULT_CLOCK_SKEW_SECONDS`, 5 s): the record's time and the
+   check's now are two answers of the API server, which behind a load balancer may come from two replicas whose
+   clocks differ, and the wait assumes they differ by at most that bound (`HoldEvidence.wait_seconds`; the
+   shortcut below compares two such times too). The hold reaches the controllers in a chain (Trainer suspends the
+   JobSet, JobSet suspends the Jobs),
    and a link can be late (Trainer's apply answered 504 and retried): JobSet sees the hold only once its JobSet
    is suspended, and may resume a Job from its older view until then. So the wait counts from the latest change
    of the JobSet's or a Job's spec, when that is later than the record: the newest `time` of their managedFields
@@ -49,10 +53,23 @@ issue). So the hold of execution A is observed when all of this holds:
    Fairness queueing them to 504, a webhook down) retries them from its view for as long as that view shows the
    execution running, so a JobSet resume built before the hold may land after it however old the start is. A
    Job still suspended from before this execution, with an earlier execution's label, is such a case: the settle
-   applies. A never-admitted object (A = 0) has no writes of its own in flight.
+   applies. A never-admitted object (A = 0) has no writes of its own in flight; its predecessor's are 5.
+5. **A namesake waits for what its predecessor left.** A TrainJob deleted while its pods ran leaves its JobSet
+   and Jobs to the garbage collector, which may be slow; a Job still there may replace a pod of its rank beside
+   the namesake's, whatever the namesake's JobSet shows, and a namesake may have no JobSet yet while Trainer
+   already reports it `Suspended` (its apply failed). So every check lists the Jobs labelled with the JobSet name
+   (`predecessor_jobs`): one that the JobSet named after the TrainJob does not control, and that has not finished,
+   keeps the hold unobserved, at any A. The JobSet itself is judged by 2 and 3 whoever owns it (a JobSet a
+   namesake left passes only in a state they make safe: its Jobs are then its own, and read there). Then its
+   controllers may still have a write in flight: a never-admitted object whose record says a predecessor left pods
+   or Jobs (`ExecutionPods.leftovers`, set by the open's read and by any check that finds such a Job) settles from
+   the first writer's check that found none of those Jobs left (`cleared`; the open's time when its read found
+   pods but no Job). A namesake whose open found nothing of its predecessor cannot tell it from a name never used,
+   and does not settle (docs/reliability.md, what stays outside the promise).
 
 What stays outside: a controller whose view lags the hold by more than 30 s and then starts a write (the bound
-assumes controllers see an update within that time), and a write the API server finishes after it answered
+assumes controllers see an update within that time), API server replicas whose clocks differ by more than
+`clock_skew_seconds`, and a write the API server finishes after it answered
 504 (its handler context is cancelled, so the storage write is abandoned unless it was already sent to etcd).
 Trainer is the exception to the first: an apply it built from an older TrainJob state, however late it is sent
 (its process paused), lands before Trainer applies the hold of this execution, since Trainer reconciles one
@@ -61,12 +78,13 @@ TrainJob at a time, and 2 waits for that.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Final
 
 from airflow_provider_dispatch.dispatch.fencing import ExecutionPods
+from airflow_provider_dispatch.dispatch.nodes import DEFAULT_CLOCK_SKEW_SECONDS
 from airflow_provider_dispatch.dispatch.selection import jobset_job_names
 from airflow_provider_dispatch.dispatch.vocabulary import (
     CONDITION_SUSPENDED,
@@ -96,11 +114,20 @@ class HoldEvidence:
     not exist. `server_now` is the API server's clock (the `Date` of an answer), None when unknown.
     """
 
+    @property
+    def wait_seconds(self) -> float:
+        """What the settle waits: `settle_seconds` plus the clock skew bound (module docstring, 4)."""
+        return self.settle_seconds + self.clock_skew_seconds
+
     jobset: Mapping[str, Any] | None
     jobs: Mapping[str, Mapping[str, Any] | None] = field(default_factory=dict)
     record: ExecutionPods | None = None
     server_now: datetime | None = None
     settle_seconds: float = DEFAULT_SETTLE_SECONDS
+    #: the Jobs a deleted TrainJob of the same name left that may still create pods (`predecessor_jobs`)
+    predecessors: tuple[str, ...] = ()
+    #: the bound on the skew between API server replicas' clocks (nodes.py `DEFAULT_CLOCK_SKEW_SECONDS`)
+    clock_skew_seconds: float = DEFAULT_CLOCK_SKEW_SECONDS
 
 
 def expected_job_names(jobset: Mapping[str, Any] | None) -> tuple[str, ...]:
@@ -203,13 +230,18 @@ def hold_reached(evidence: HoldEvidence) -> datetime | None:
     return max(known) if known else None
 
 
-def settles_at(record: ExecutionPods | None, settle_seconds: float, reached: datetime | None = None) -> datetime | None:
+def settles_at(record: ExecutionPods | None, wait_seconds: float, reached: datetime | None = None) -> datetime | None:
     """When the recorded hold is old enough that no write from before it can land (module docstring, 4):
-    `settle_seconds` after the record, or after the hold `reached` the JobSet and the Jobs when that was later."""
-    if record is None or record.since is None:
+    `wait_seconds` (the settle plus the clock skew bound) after the record, or after the hold `reached` the JobSet
+    and the Jobs when that was later; for a namesake (A = 0), after its predecessor's last Job was found gone."""
+    if record is None:
+        return None
+    if record.admission == 0:
+        return None if record.cleared is None else record.cleared + timedelta(seconds=wait_seconds)
+    if record.since is None:
         return None
     start = record.since if reached is None or reached <= record.since else reached
-    return start + timedelta(seconds=settle_seconds)
+    return start + timedelta(seconds=wait_seconds)
 
 
 def _shortcut(record: ExecutionPods, evidence: HoldEvidence, admission: int) -> bool:
@@ -217,7 +249,7 @@ def _shortcut(record: ExecutionPods, evidence: HoldEvidence, admission: int) -> 
     resumed it for this execution and the Job controller acted on the hold (module docstring, 4)."""
     if record.started is None or record.since is None:
         return False
-    if (record.since - record.started).total_seconds() < evidence.settle_seconds:
+    if (record.since - record.started).total_seconds() < evidence.wait_seconds:
         return False
     return all(_acted_on_the_hold(job, admission) for job in evidence.jobs.values())
 
@@ -256,14 +288,16 @@ def judge_hold(trainjob: Mapping[str, Any], evidence: HoldEvidence, admission: i
 def _settling(trainjob: Mapping[str, Any], evidence: HoldEvidence, admission: int) -> NotObserved | None:
     ref = f"{namespace_of(trainjob)}/{name_of(trainjob)}"
     record = evidence.record
-    if admission == 0 or record is None or _shortcut(record, evidence, admission):
+    if admission == 0:
+        return _namesake_settling(ref, evidence)
+    if record is None or _shortcut(record, evidence, admission):
         return None
     reached = hold_reached(evidence)
-    until = settles_at(record, evidence.settle_seconds, reached)
+    until = settles_at(record, evidence.wait_seconds, reached)
     now = evidence.server_now
     if until is None or (now is not None and now >= until):
         return None
-    left = evidence.settle_seconds if now is None else (until - now).total_seconds()
+    left = evidence.wait_seconds if now is None else (until - now).total_seconds()
     late = ""
     if reached is not None and record.since is not None and reached > record.since:
         late = (
@@ -274,9 +308,54 @@ def _settling(trainjob: Mapping[str, Any], evidence: HoldEvidence, admission: in
         f"the hold of TrainJob {ref} settles until {until.strftime('%Y-%m-%dT%H:%M:%SZ')} ({left:.0f} s more{late}): "
         "a pod creation or another write a controller started before it saw the hold may still land until then "
         "(the API server's request timeout plus the time controllers take to see the hold, "
-        f"{evidence.settle_seconds:g} s)",
+        f"{evidence.settle_seconds:g} s, plus {evidence.clock_skew_seconds:g} s for the API servers' clocks)",
         seconds_left=left,
     )
+
+
+def _namesake_settling(ref: str, evidence: HoldEvidence) -> NotObserved | None:
+    """A never-admitted object whose record found something a deleted TrainJob of its name left: its
+    predecessor's controllers may still have a write in flight until the settle has passed since its last Job was
+    found gone (module docstring, 5)."""
+    record = evidence.record
+    if record is None or not record.leftovers:
+        return None
+    until = settles_at(record, evidence.wait_seconds)
+    now = evidence.server_now
+    if until is not None and now is not None and now >= until:
+        return None
+    if until is None:
+        return NotObserved(
+            f"TrainJob {ref} was opened after a TrainJob of the same name that left pods or Jobs, and none of its "
+            "Jobs is left now: a writer's check (release, or the admission check) starts the settle of "
+            f"{evidence.wait_seconds:g} s from now, since that TrainJob's controllers may still have a write in flight",
+            seconds_left=evidence.wait_seconds,
+        )
+    left = evidence.wait_seconds if now is None else (until - now).total_seconds()
+    return NotObserved(
+        f"TrainJob {ref} was opened after a TrainJob of the same name that left pods or Jobs: it settles until "
+        f"{until.strftime('%Y-%m-%dT%H:%M:%SZ')} ({left:.0f} s more), {evidence.wait_seconds:g} s after its last Job "
+        "was found gone, since a pod creation or another write of that TrainJob's controllers may still land until "
+        "then",
+        seconds_left=left,
+    )
+
+
+def predecessor_jobs(jobset: Mapping[str, Any] | None, labelled: Iterable[Mapping[str, Any]]) -> tuple[str, ...]:
+    """The Jobs labelled with the TrainJob's JobSet name that the JobSet named after it (if any) does not control
+    and that have not finished: a deleted TrainJob of the same name left them, and they may still create pods
+    (module docstring, 5). Described for the explanation, in name order."""
+    owner = uid_of(jobset) if jobset is not None else None
+    found = []
+    for job in labelled:
+        if owner is not None and controller_uid(job) == owner:
+            continue
+        if job_finished(job):
+            continue
+        parent = controller_uid(job)
+        suffix = "" if field_of(job, "metadata", "deletionTimestamp") is None else ", being deleted"
+        found.append(f"Job {name_of(job)} (controller {parent or 'none'}{suffix})")
+    return tuple(sorted(found))
 
 
 def _not_observed(trainjob: Mapping[str, Any], evidence: HoldEvidence, admission: int) -> str | None:
@@ -287,6 +366,12 @@ def _not_observed(trainjob: Mapping[str, Any], evidence: HoldEvidence, admission
         return (
             f"TrainJob {ref} is held but its Suspended condition is not True yet: Trainer has not observed "
             "the hold, so Jobs may still create pods; retry shortly"
+        )
+    if evidence.predecessors:
+        return (
+            f"Wait until the garbage collector deletes {', '.join(evidence.predecessors)}, or delete it "
+            "(docs/runbook.md#predecessor-jobs): it was left by a deleted TrainJob of the same name, has not "
+            f"finished, and may still create pods beside TrainJob {ref}'s; retry shortly"
         )
     jobset = evidence.jobset
     if jobset is None:
@@ -332,6 +417,7 @@ __all__ = [
     "job_controller_acted",
     "job_finished",
     "judge_hold",
+    "predecessor_jobs",
     "resumed_for",
     "settles_at",
     "spec_changed_at",

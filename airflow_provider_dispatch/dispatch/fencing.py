@@ -9,6 +9,11 @@ A listing of pods by label cannot see two kinds of pod that may still run:
   label selection sees it, and the Job controller, whose selector no longer matches, releases it (drops its
   ownerReference, `controller_ref_manager.go` `ReleasePod`), so nothing will ever delete it.
 
+Where dispatch's pod fence is installed (fence.py), the API server refuses the deletions and label edits that
+would do either to a pod of a dispatch TrainJob while it may run, so the pod object stays until it is proven
+stopped. The record below is what protects where it is not, and what the fence cannot: a Node deleted while its
+machine runs, and a namesake's predecessor (docs/decisions/pod-fence.md).
+
 So dispatch records, once per hold of execution A, which of its pods were not finished, with their uids and
 nodes (`dispatch.phpboyscout.uk/execution-pods`, tagged with A), from a selection a label edit cannot defeat
 (`selection.Lineage`: the labels, the controller ownerReference, or the immutable name the Job controller gave
@@ -17,13 +22,25 @@ object held without a record for A (suspended by someone else, or by Kueue) writ
 and until then nothing is admitted. The record also carries when it was written (`since`, the API server's
 time) and, when dispatch itself started the execution, when that was (`started`): evidence.py needs both.
 
+The record is a log that only grows (`grown`). A snapshot written once per hold loses every pod that moves after
+it: bound after the record, created after it by a write in flight, listed by a check and then force-deleted. So
+each writer's check (release, the Kueue admission check) adds to it, in one conditional write before it
+refuses, what it saw that the record does not keep: each pod that may run and that the record does not name
+under its node (with its uid, its grace, and its node's Ready transition when the node is new to the record);
+each Node it found deleted, with the API server's time (`gone`: finding 4); for a never-admitted object, whether
+a deleted TrainJob of its name left Jobs, and when none was left (`leftovers`, `cleared`: evidence.py). Checks
+that may not write (inspect, the sensors and triggers) judge by the record as it is.
+
 Every later drain check compares the record with what its label selections list:
 
 * a recorded pod that is still listed is judged as always (blocking.py);
 * a recorded pod that is not listed is looked up by name (`lookups`): if a pod of that name and the recorded
   uid exists, its labels were edited, and it is judged as a listed pod (it blocks while it may run);
 * otherwise its object is gone, and it blocks until its node confirms that its containers stopped: the node is
-  ceased (out-of-service and not Ready, PodGC's own test: nodes.py), gone (deleted: DESIGN §4), `Ready=True`
+  ceased (out-of-service and not Ready, PodGC's own test: nodes.py), gone (deleted: DESIGN §4; a deletion counts
+  only once the pods' grace plus `RETURN_MARGIN_SECONDS` and the clock skew bound have passed since a writer's
+  check first found it, `judged_nodes`: a machine that still runs stops its pods only after PodGC deletes
+  them, after its 40 s quarantine, and then within their grace), `Ready=True`
   throughout since the record (its Ready condition's `lastTransitionTime` is the one the record kept: the
   kubelet never left, so it saw each deletion as it happened), or `Ready=True` again and its kubelet has
   reported so for longer than the pod's grace period plus `RETURN_MARGIN_SECONDS`, by the kubelet's own clock
@@ -35,7 +52,11 @@ Every later drain check compares the record with what its label selections list:
   process may run for the grace period after the node returns (the promise issue's "force-deleted, then the
   node returned"). The record keeps, per node, the longest grace of its pods (`grace`) and, for a node Ready
   when it was written, that Ready condition's transition time (`ready`, read with the pods: one GET per node).
-  A recorded pod that was never scheduled runs nothing once its object is gone.
+  A recorded pod that had no node (`unscheduled`) may have been bound after the record, and a binding is
+  written to the pod alone: once its object is gone nothing says where it ran. It is judged on the node under
+  which a later check found it, when one did; otherwise it counts as gone (a pod deleted while unscheduled is
+  removed at once and runs nothing, but one bound, run and force-deleted between two checks is not seen:
+  outside the promise without the fence).
 
 Decisions and their limits:
 
@@ -58,8 +79,11 @@ Decisions and their limits:
   (docs/promise.md).
 * A reader that may not read Nodes never sees a vanished pod's node as Ready, so after a hold it waits until
   it is granted `get` on nodes (the explanation says so).
-* What the record cannot see it cannot keep: a pod force-deleted before the record was written, or created
-  after it (a write in flight, evidence.py) and then force-deleted or relabelled before any check listed it.
+* What the record cannot see it cannot keep: without the fence, a pod force-deleted before the record was
+  written, or created after it (a write in flight, evidence.py) or bound after it and then force-deleted or
+  relabelled before any writer's check listed it. A sensor or a trigger lists pods without writing: what only it
+  saw is not kept (the release operator's trigger wakes its worker on every change of the remaining pods, and
+  the worker's release is a writer's check).
 * Size: a record keeps at most `MAX_RECORDED_NAMES` pods by name and uid (annotations share 256 KiB per
   object); beyond, it keeps the nodes with no names, and a recorded node without names blocks, while it is
   unhealthy, unless a listed pod of the object on it already does; a relabelled pod among those is not seen.
@@ -72,7 +96,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, Final
 
 from airflow_provider_dispatch.dispatch.blocking import (
@@ -85,9 +109,12 @@ from airflow_provider_dispatch.dispatch.blocking import (
 )
 from airflow_provider_dispatch.dispatch.errors import NotManagedError
 from airflow_provider_dispatch.dispatch.nodes import (
+    DEFAULT_CLOCK_SKEW_SECONDS,
     DEFAULT_GRACE_SECONDS,
     NodeLookup,
+    NodeRead,
     NodeState,
+    confirming_seconds,
     node_state,
     unconfirmed,
 )
@@ -141,6 +168,12 @@ class ExecutionPods:
     grace: Mapping[str, int] = field(default_factory=dict)
     #: per node Ready when the record was written, its Ready condition's `lastTransitionTime` then
     ready: Mapping[str, str] = field(default_factory=dict)
+    #: per node whose Node object a check found deleted, when a writer's check first did (the API server's time)
+    gone: Mapping[str, datetime] = field(default_factory=dict)
+    #: never-admitted object (A = 0): something of a deleted TrainJob of the same name was found (evidence.py)
+    leftovers: bool = False
+    #: with `leftovers`: when a writer's check first found none of the predecessor's Jobs left (evidence.py)
+    cleared: datetime | None = None
 
     def grace_on(self, node: str) -> int:
         return self.grace.get(node, DEFAULT_GRACE_SECONDS)
@@ -173,6 +206,12 @@ class ExecutionPods:
             body["grace"] = dict(self.grace)
         if self.ready:
             body["ready"] = dict(self.ready)
+        if self.gone:
+            body["gone"] = {node: format_time(at) for node, at in self.gone.items()}
+        if self.leftovers:
+            body["leftovers"] = True
+        if self.cleared is not None:
+            body["cleared"] = format_time(self.cleared)
         return json.dumps(body, sort_keys=True, separators=(",", ":"))
 
 
@@ -183,9 +222,12 @@ def record(
     since: datetime | None = None,
     started: datetime | None = None,
     nodes: Mapping[str, NodeLookup] | None = None,
+    leftovers: bool = False,
 ) -> ExecutionPods:
     """The record of the `pods` (a lineage selection) that block (not finished), by node, with their uids and
-    grace, and for each of their `nodes` (as read for the record) that is Ready, since when."""
+    grace, and for each of their `nodes` (as read for the record) that is Ready, since when. A node found deleted
+    gets no time here (`since` was read before the Nodes): the first writer's check gives it one (`grown`).
+    `leftovers`: a namesake's predecessor left Jobs (evidence.py); pods it left make it true too."""
     by_node: dict[str, list[str]] = {}
     unscheduled: list[str] = []
     uids: dict[str, str] = {}
@@ -216,6 +258,8 @@ def record(
             for node in sorted(by_node)
             if (since_ready := node_state(node, (nodes or {}).get(node)).ready_since) is not None
         },
+        leftovers=admission == 0 and (leftovers or total > 0),
+        cleared=None if leftovers else since if admission == 0 and total > 0 else None,
     )
 
 
@@ -258,9 +302,16 @@ def recorded(trainjob: Mapping[str, Any], admission: int, ref: str) -> Execution
     ready = body.get("ready", {})
     if not isinstance(ready, dict) or not all(isinstance(k, str) and isinstance(t, str) for k, t in ready.items()):
         raise _malformed(ref, "ready is not a map of node names to times")
-    times = {key: parse_time(body.get(key)) for key in ("since", "started")}
+    times = {key: parse_time(body.get(key)) for key in ("since", "started", "cleared")}
     if any(body.get(key) is not None and moment is None for key, moment in times.items()):
-        raise _malformed(ref, "since or started is not an RFC 3339 time")
+        raise _malformed(ref, "since, started or cleared is not an RFC 3339 time")
+    gone_raw = body.get("gone", {})
+    gone = {k: parse_time(t) for k, t in gone_raw.items()} if isinstance(gone_raw, dict) else None
+    if gone is None or not all(isinstance(k, str) and t is not None for k, t in gone.items()):
+        raise _malformed(ref, "gone is not a map of node names to times")
+    leftovers = body.get("leftovers", False)
+    if not isinstance(leftovers, bool):
+        raise _malformed(ref, "leftovers is not a boolean")
     if body["admission"] != admission:
         return None
     return ExecutionPods(
@@ -272,7 +323,115 @@ def recorded(trainjob: Mapping[str, Any], admission: int, ref: str) -> Execution
         started=times["started"],
         grace=dict(grace),
         ready=dict(ready),
+        gone={k: t for k, t in gone.items() if t is not None},
+        leftovers=leftovers,
+        cleared=times["cleared"],
     )
+
+
+def _names_kept(execution_pods: ExecutionPods) -> bool:
+    return all(execution_pods.nodes.values())
+
+
+def grown(
+    execution_pods: ExecutionPods,
+    *,
+    pods: Iterable[Mapping[str, Any]] = (),
+    nodes: Mapping[str, NodeLookup] | None = None,
+    now: datetime | None = None,
+    predecessors: bool | None = None,
+) -> ExecutionPods:
+    """The record with what a writer's check saw that it does not keep yet (the record is a log that only grows;
+    docs/decisions/pod-fence.md): each of `pods` (as listed, relabelled ones found by lookup included) that may
+    run and is not named under its node, with its uid and grace, and its node's Ready transition when the node is
+    new to the record; each of `nodes` read as deleted, with `now` when the record has no time for it yet (the
+    API server's time read after the Nodes, so that the Node was deleted by then); and for a never-admitted
+    object, `predecessors` (whether a Job a deleted namesake left was found: it sets `leftovers` and clears
+    `cleared`; once none is, `cleared` is `now`, read after that list). Equal to the record when there is nothing
+    new, so that the caller writes only when it must."""
+    lookups = nodes or {}
+    keep = _names_kept(execution_pods)
+    by_node = {node: list(names) for node, names in execution_pods.nodes.items()}
+    unscheduled = list(execution_pods.unscheduled)
+    uids, grace, ready = dict(execution_pods.uids), dict(execution_pods.grace), dict(execution_pods.ready)
+    for pod in pods:
+        if blocking(pod) is None:
+            continue
+        name, node = name_of(pod), node_name_of(pod)
+        if node is None:
+            if keep and name not in execution_pods.names and name not in unscheduled:
+                unscheduled.append(name)
+                if (uid := uid_of(pod)) is not None:
+                    uids[name] = uid
+            continue
+        known = by_node.get(node)
+        if known is not None and (name in known or not keep):
+            continue
+        if known is None:
+            since_ready = node_state(node, lookups.get(node)).ready_since
+            if since_ready is not None:
+                ready[node] = since_ready
+        by_node.setdefault(node, [])
+        if keep:
+            by_node[node].append(name)
+            unscheduled = [n for n in unscheduled if n != name]
+            if (uid := uid_of(pod)) is not None:
+                uids[name] = uid
+        grace[node] = max(grace.get(node, 0), grace_of(pod))
+    if keep and sum(len(n) for n in by_node.values()) + len(unscheduled) > MAX_RECORDED_NAMES:
+        by_node = {node: [] for node in by_node}
+        unscheduled, uids = [], {}
+    gone = dict(execution_pods.gone)
+    if now is not None:
+        for node, lookup in lookups.items():
+            if lookup is NodeRead.GONE and node in by_node and node not in gone:
+                gone[node] = now
+    leftovers, cleared = execution_pods.leftovers, execution_pods.cleared
+    if execution_pods.admission == 0 and predecessors is not None:
+        if predecessors:
+            leftovers, cleared = True, None
+        elif leftovers and cleared is None:
+            cleared = now
+    return ExecutionPods(
+        execution_pods.admission,
+        {node: tuple(sorted(names)) for node, names in sorted(by_node.items())},
+        uids=dict(sorted(uids.items())),
+        unscheduled=tuple(sorted(unscheduled)),
+        since=execution_pods.since,
+        started=execution_pods.started,
+        grace=dict(sorted(grace.items())),
+        ready=dict(sorted(ready.items())),
+        gone=dict(sorted(gone.items())),
+        leftovers=leftovers,
+        cleared=cleared,
+    )
+
+
+def deletion_proof_at(first_seen: datetime, grace_seconds: int, clock_skew_seconds: float) -> datetime:
+    """When a Node first found deleted at `first_seen` becomes proof that its pods (of that grace) stopped: the
+    returned-node rule's wait (grace plus `RETURN_MARGIN_SECONDS`), plus the bound on the skew between the API
+    server replicas whose clocks wrote the two times (evidence.py)."""
+    return first_seen + timedelta(seconds=confirming_seconds(grace_seconds) + clock_skew_seconds)
+
+
+def judged_nodes(
+    nodes: Mapping[str, NodeLookup],
+    execution_pods: ExecutionPods | None,
+    now: datetime | None,
+    clock_skew_seconds: float = DEFAULT_CLOCK_SKEW_SECONDS,
+) -> dict[str, NodeLookup]:
+    """`nodes` as read, with each deleted Node taken as proof only once `deletion_proof_at` has passed on the API
+    server's clock since the record first found it deleted; before, or when the record has no time for it (only a
+    writer's check writes one), it is `NodeRead.DELETED_RECENTLY`, never ceased (nodes.py, finding 4)."""
+    result = dict(nodes)
+    for node, lookup in nodes.items():
+        if lookup is not NodeRead.GONE:
+            continue
+        first = execution_pods.gone.get(node) if execution_pods is not None else None
+        grace = execution_pods.grace_on(node) if execution_pods is not None else DEFAULT_GRACE_SECONDS
+        if first is None or now is None or now < deletion_proof_at(first, grace, clock_skew_seconds):
+            result[node] = NodeRead.DELETED_RECENTLY
+    return result
 
 
 def missing_names(execution_pods: ExecutionPods | None, listed: Iterable[Mapping[str, Any]]) -> tuple[str, ...]:

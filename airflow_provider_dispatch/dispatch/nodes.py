@@ -13,6 +13,13 @@ Decisions recorded here:
 * A Ready status other than True/False/Unknown (which the API does not produce) reads as Unknown.
 * A node that could not be read for lack of permission is `not readable` and never ceases: cessation is not
   proven where Nodes cannot be read (DESIGN §4).
+* A deleted Node ceases, but not on a single 404: a Node deleted while its machine runs (`kubectl delete node`
+  on a node that was Ready a moment ago) leaves the machine running its pods until PodGC deletes them (after
+  its 40 s quarantine) and the kubelet, if it still hears the API, stops them within their grace. So a 404 is
+  `DELETED_RECENTLY` (`gone, not yet proof`, never ceased) until the pods' grace plus `RETURN_MARGIN_SECONDS`
+  have passed since a writer's check first found the node gone, a time the hold's record keeps (fencing.py
+  `judged_nodes`). A machine cut off or frozen when its Node was deleted cannot hear the deletion: that stays
+  the operator's assertion (docs/reliability.md, the precondition).
 * A node name we have no answer for at all (not looked up) reads as `not readable` too: unknown is never
   ceased.
 * `NodeState.ready_for` is how long the node's kubelet has reported `Ready=True`, by the kubelet's own clock:
@@ -53,15 +60,20 @@ class Readiness(StrEnum):
 
 
 class NodeRead(Enum):
-    """What a driver learnt instead of a Node object: it does not exist (404), or we may not read it (403)."""
+    """What a driver learnt instead of a Node object: it does not exist (404), or we may not read it (403).
+    `DELETED_RECENTLY` is a 404 not yet taken as proof (fencing.py `judged_nodes`: a Node deleted while its machine
+    runs is not proof until the pods' grace plus `RETURN_MARGIN_SECONDS` have passed since a writer first saw it)."""
 
     GONE = "gone"
     NOT_READABLE = "not readable"
+    DELETED_RECENTLY = "deleted recently"
 
 
 class Presence(StrEnum):
     PRESENT = "present"
     GONE = "gone"
+    #: the Node object is gone, but its deletion is not proof yet (`NodeRead.DELETED_RECENTLY`): never ceased
+    DELETED_RECENTLY = "gone, not yet proof"
     NOT_READABLE = "not readable"
     UNSCHEDULED = "not scheduled"
 
@@ -71,6 +83,10 @@ class Presence(StrEnum):
 RETURN_MARGIN_SECONDS: Final = 60.0
 #: a pod's `terminationGracePeriodSeconds` when it sets none (the API's default), and a record's without grace
 DEFAULT_GRACE_SECONDS: Final = 30
+#: the assumed bound on how far the clocks of two API server replicas differ (evidence.py, fencing.py): every
+#: comparison of two times the API server wrote waits this much longer. NTP keeps a control plane's clocks within
+#: milliseconds; 5 s allows for a replica whose time sync lapsed for a while. Raise it where they may differ more.
+DEFAULT_CLOCK_SKEW_SECONDS: Final = 5.0
 
 #: per node name: the Node object as the API returned it, or what stood in for it
 NodeLookup: TypeAlias = Mapping[str, Any] | NodeRead
@@ -171,6 +187,8 @@ def node_state(node_name: str | None, lookup: NodeLookup | None) -> NodeState:
         return NodeState(name=None, presence=Presence.UNSCHEDULED)
     if lookup is NodeRead.GONE:
         return NodeState(name=node_name, presence=Presence.GONE)
+    if lookup is NodeRead.DELETED_RECENTLY:
+        return NodeState(name=node_name, presence=Presence.DELETED_RECENTLY)
     if lookup is None or lookup is NodeRead.NOT_READABLE:
         return NodeState(name=node_name, presence=Presence.NOT_READABLE)
     ready, reported = readiness(lookup)

@@ -26,6 +26,7 @@ from airflow_provider_dispatch.dispatch.conflicts import (
 )
 from airflow_provider_dispatch.dispatch.errors import ForbiddenError
 from airflow_provider_dispatch.dispatch.evidence import DEFAULT_SETTLE_SECONDS
+from airflow_provider_dispatch.dispatch.nodes import DEFAULT_CLOCK_SKEW_SECONDS
 from airflow_provider_dispatch.dispatch.policy import validate_accepted_risks
 from airflow_provider_dispatch.dispatch.programs import DEFAULT_PAGE_SIZE, DEFAULT_POD_READ, PodReadStrategy, Program
 from airflow_provider_dispatch.dispatch.transport import DEFAULT_TIMEOUT
@@ -72,6 +73,12 @@ class Operations:
     """Attempts of hold, release and open when they meet a conflict, the first included (1 to 20; conflicts.py)."""
     on_conflict: Callable[[ConflictRetry], None] = log_conflict_retry
     """Told of every conflict that is retried."""
+    clock_skew_seconds: float = DEFAULT_CLOCK_SKEW_SECONDS
+    """The assumed bound on the skew between API server replicas' clocks, added to every wait that compares two
+    times the API server wrote (the settle, a deleted Node's: nodes.py)."""
+    require_pod_fence: bool = False
+    """Refuse an admission unless the pod fence was in force, unchanged, for the whole execution it ends
+    (fence.py); without it dispatch admits on the record alone and logs why."""
 
     def __post_init__(self) -> None:
         """Refuse options that would make every call fail, with a clear error when the adapter is built."""
@@ -80,6 +87,11 @@ class Operations:
         settle = self.settle_seconds
         if isinstance(settle, bool) or not isinstance(settle, int | float) or not 0 <= settle <= 3600:
             raise ValueError(f"settle_seconds must be a number of seconds from 0 to 3600, not {settle!r}")
+        skew = self.clock_skew_seconds
+        if isinstance(skew, bool) or not isinstance(skew, int | float) or not 0 <= skew <= 3600:
+            raise ValueError(f"clock_skew_seconds must be a number of seconds from 0 to 3600, not {skew!r}")
+        if not isinstance(self.require_pod_fence, bool):
+            raise ValueError(f"require_pod_fence must be True or False, not {self.require_pod_fence!r}")
         if self.pod_read not in ("pinned", "full"):
             raise ValueError(f"pod_read must be 'pinned' or 'full', not {self.pod_read!r}")
         if isinstance(self.page_size, bool) or not isinstance(self.page_size, int) or self.page_size < 1:
@@ -92,10 +104,15 @@ class Operations:
         return now if now is not None else self.clock()
 
     def _reading(self) -> dict[str, Any]:
-        return {"pod_read": self.pod_read, "page_size": self.page_size}
+        return {"pod_read": self.pod_read, "page_size": self.page_size, "clock_skew_seconds": self.clock_skew_seconds}
 
     def _admitting(self) -> dict[str, Any]:
-        return {**self._reading(), "settle_seconds": self.settle_seconds, "accepted_risks": self.accepted_risks}
+        return {
+            **self._reading(),
+            "settle_seconds": self.settle_seconds,
+            "accepted_risks": self.accepted_risks,
+            "require_pod_fence": self.require_pod_fence,
+        }
 
     def _writer(self, operation: str, ref: object) -> None:
         if self.read_only:
@@ -106,7 +123,7 @@ class Operations:
 
     def hold(self, ref: str | Ref) -> Program[Execution]:
         self._writer("hold", ref)
-        return self._retrying("hold", lambda: programs.hold(ref, pod_read=self.pod_read, page_size=self.page_size))
+        return self._retrying("hold", lambda: programs.hold(ref, **self._reading()))
 
     def release(self, ref: str | Ref, *, now: datetime | None = None) -> Program[Execution]:
         self._writer("release", ref)
@@ -145,19 +162,10 @@ class Operations:
         submission: str | None = None,
         now: datetime | None = None,
     ) -> Program[DrainReport]:
-        return programs.remaining_pods(
-            ref,
-            job_id=job_id,
-            submission=submission,
-            now=self._now(now),
-            pod_read=self.pod_read,
-            page_size=self.page_size,
-        )
+        return programs.remaining_pods(ref, job_id=job_id, submission=submission, now=self._now(now), **self._reading())
 
     def ceased(self, ref: str | Ref, *, job_id: str | None = None, submission: str | None = None) -> Program[bool]:
-        return programs.ceased(
-            ref, job_id=job_id, submission=submission, pod_read=self.pod_read, page_size=self.page_size
-        )
+        return programs.ceased(ref, job_id=job_id, submission=submission, **self._reading())
 
 
 ClientT = TypeVar("ClientT")
@@ -184,6 +192,8 @@ class AdapterBase(Generic[ClientT]):
         conflict_attempts: int = DEFAULT_CONFLICT_ATTEMPTS,
         on_conflict: Callable[[ConflictRetry], None] = log_conflict_retry,
         owns_client: bool = False,
+        clock_skew_seconds: float = DEFAULT_CLOCK_SKEW_SECONDS,
+        require_pod_fence: bool = False,
     ) -> None:
         self.operations = Operations(
             read_only,
@@ -195,6 +205,8 @@ class AdapterBase(Generic[ClientT]):
             frozenset(accepted_risks),
             conflict_attempts,
             on_conflict,
+            clock_skew_seconds,
+            require_pod_fence,
         )
         self.api_client = api_client
         self._owns_client = owns_client
@@ -205,7 +217,16 @@ class AdapterBase(Generic[ClientT]):
 
 
 def log_accepted_risks(logger: logging.Logger, execution: Execution, ref: object) -> Execution:
-    """Log, at every admission, the runtime risks a platform team accepted for it (policy.py); pass through."""
+    """Log, at every admission, the runtime risks a platform team accepted for it (policy.py), and why the
+    admission was not backed by the pod fence when it was not (fence.py); pass through."""
+    if execution.fence_note:
+        logger.warning(
+            "TrainJob %s: execution %s was admitted on the record of the previous execution's pods alone: %s "
+            "(docs/reliability.md, what stays outside the promise without the pod fence)",
+            ref,
+            execution.admission,
+            execution.fence_note,
+        )
     if execution.accepted_risks:
         logger.warning(
             "TrainJob %s runs execution %s with accepted runtime risks %s: its runtime lets a controller start "

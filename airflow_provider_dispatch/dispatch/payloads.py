@@ -162,7 +162,7 @@ def attention(node: NodeState) -> int:
         return 2
     if node.presence is Presence.UNSCHEDULED:
         return 5
-    if node.ceased:
+    if node.ceased or node.presence is Presence.DELETED_RECENTLY:
         return 4
     if node.ready is Readiness.TRUE:
         return 3 if node.out_of_service else 6

@@ -78,6 +78,7 @@ from airflow_provider_dispatch.dispatch.errors import (
     HoldSettlingError,
     InvalidNameError,
     NotFoundError,
+    PodFenceError,
     PodsRemainError,
     RefusedError,
     SpecRejectedError,
@@ -90,17 +91,28 @@ from airflow_provider_dispatch.dispatch.evidence import (
     HoldEvidence,
     expected_job_names,
     judge_hold,
+    predecessor_jobs,
+)
+from airflow_provider_dispatch.dispatch.fence import (
+    POLICY_NAME,
+    Fence,
+    FenceLookup,
+    in_force_throughout,
+    judge_fence,
+    recorded_fence,
 )
 from airflow_provider_dispatch.dispatch.fencing import (
     ExecutionPods,
     blocking_pods,
+    grown,
+    judged_nodes,
     missing_names,
     nodes_to_check,
     record,
     recorded,
     relabelled_pods,
 )
-from airflow_provider_dispatch.dispatch.nodes import NodeLookup, NodeRead
+from airflow_provider_dispatch.dispatch.nodes import DEFAULT_CLOCK_SKEW_SECONDS, NodeLookup, NodeRead
 from airflow_provider_dispatch.dispatch.selection import Lineage, Selection, jobset_job_names
 from airflow_provider_dispatch.dispatch.unfinished import with_unfinished
 from airflow_provider_dispatch.dispatch.validation import (
@@ -563,6 +575,15 @@ class Drain:
     lookups: dict[str, Mapping[str, Any] | None]
     nodes: dict[str, NodeLookup]
     remaining: tuple[RemainingPod, ...]
+    #: `nodes` with each deletion judged (`fencing.judged_nodes`): what the verdict used
+    judged: dict[str, NodeLookup] = field(default_factory=dict)
+    #: the API server's time read after the Nodes, when one was found deleted (None otherwise)
+    server_now: datetime | None = None
+
+    @property
+    def pods(self) -> list[Mapping[str, Any]]:
+        """Every pod this check saw: the listed ones and the recorded ones found by name."""
+        return [*self.read.pods, *(pod for pod in self.lookups.values() if pod is not None)]
 
     def report(self, ref: str, *, now: datetime | None) -> DrainReport:
         """The drain report of this check (`assessment.DrainReport`), its resourceVersion the pod list's."""
@@ -576,22 +597,30 @@ def drain(
     execution_pods: ExecutionPods | None,
     strategy: PodReadStrategy = DEFAULT_POD_READ,
     page_size: int = DEFAULT_PAGE_SIZE,
+    clock_skew_seconds: float = DEFAULT_CLOCK_SKEW_SECONDS,
 ) -> Program[Drain]:
     """The drain check's reads: the consistent pod read; the recorded pods it did not list, looked up by name
     (a pod whose labels were edited is found there); then the Nodes it needs: of the pods that may block, and
-    the recorded nodes where a pod the hold saw is gone (fencing.py). Writes nothing.
+    the recorded nodes where a pod the hold saw is gone (fencing.py); and, when a Node was found deleted, the API
+    server's time after that (a deletion is proof only a while after it was first seen: `fencing.judged_nodes`).
+    Writes nothing.
 
     The one sequence every drain check runs (release, kueue_admit, inspect, find, remaining_pods and
     `hooks.checks.drain_check`). `execution_pods` is the hold's record (`fencing.recorded`, None when there
     is none) and has no default: a caller that forgot it would not see a pod that vanished or was relabelled.
+    `nodes` in the result are as read (a writer's check records deletions from them); `remaining` is judged on
+    `judged`.
     """
     read = yield from read_pods(selection, ref=ref, strategy=strategy, page_size=page_size)
     missing = missing_names(execution_pods, read.pods)
     lookups = yield from _lookup_recorded(missing, selection.namespace, ref=ref, page_size=page_size)
     found = relabelled_pods(execution_pods, lookups)
     nodes = yield from read_nodes(nodes_to_check([*read.pods, *found], execution_pods), ref=ref)
-    remaining = blocking_pods(read.pods, nodes, execution_pods, selection.namespace, lookups)
-    return Drain(read, lookups, nodes, remaining)
+    # read after the Nodes: a Node found deleted was deleted by then (what a writer records as its first sight)
+    now = (yield from server_time(ref)) if NodeRead.GONE in nodes.values() else None
+    judged = judged_nodes(nodes, execution_pods, now, clock_skew_seconds)
+    remaining = blocking_pods(read.pods, judged, execution_pods, selection.namespace, lookups)
+    return Drain(read, lookups, nodes, remaining, judged, now)
 
 
 def _replace(coords: v.ApiCoordinates, body: Mapping[str, Any], ref: str) -> Program[Mapping[str, Any]]:
@@ -628,14 +657,45 @@ def read_jobs(ref: Ref, jobset: Mapping[str, Any] | None) -> Program[dict[str, M
     return result
 
 
+def read_predecessors(ref: Ref, jobset: Mapping[str, Any] | None) -> Program[tuple[str, ...]]:
+    """The Jobs a deleted TrainJob of the same name left that may still create pods (`evidence.predecessor_jobs`):
+    every Job labelled with the JobSet name, in one quorum list, whatever its owner."""
+    selector = f"{v.LABEL_JOBSET_NAME}={validate_label_value(ref.name, 'TrainJob name', ref=str(ref))}"
+    items = yield from _list_all(v.JOB, ref.namespace, selector, str(ref))
+    labelled = [job for job in items if v.labels_of(job).get(v.LABEL_JOBSET_NAME) == ref.name]
+    return predecessor_jobs(jobset, labelled)
+
+
 def hold_evidence(
-    obj: ManagedObject, execution_pods: ExecutionPods | None, *, settle_seconds: float
+    obj: ManagedObject,
+    execution_pods: ExecutionPods | None,
+    *,
+    settle_seconds: float,
+    clock_skew_seconds: float = DEFAULT_CLOCK_SKEW_SECONDS,
 ) -> Program[HoldEvidence]:
-    """What judging the hold needs (evidence.py): the JobSet, its Jobs, and the API server's time."""
+    """What judging the hold needs (evidence.py): the JobSet, its Jobs, the Jobs a deleted namesake left, and
+    the API server's time."""
     jobset = yield from read_jobset(obj.ref)
     jobs = yield from read_jobs(obj.ref, jobset)
+    predecessors = yield from read_predecessors(obj.ref, jobset)
     now = yield from server_time(str(obj.ref))
-    return HoldEvidence(jobset, jobs, execution_pods, now, settle_seconds)
+    return HoldEvidence(jobset, jobs, execution_pods, now, settle_seconds, predecessors, clock_skew_seconds)
+
+
+def read_fence() -> Program[Fence]:
+    """The pod fence's policy and binding (fence.py), each one GET: 404 reads as not installed, 403 as not
+    readable; other failures are raised."""
+    found: list[FenceLookup] = []
+    for coords in (v.VALIDATING_ADMISSION_POLICY, v.VALIDATING_ADMISSION_POLICY_BINDING):
+        request = GetObject(coords, None, POLICY_NAME)
+        response = yield request
+        if isinstance(response, ApiFailure) and response.status == 404:
+            found.append(NodeRead.GONE)
+        elif isinstance(response, ApiFailure) and response.status == 403:
+            found.append(NodeRead.NOT_READABLE)
+        else:
+            found.append(_object(response, request, POLICY_NAME))
+    return judge_fence(found[0], found[1])
 
 
 def _replicated_jobs_of_runtime(trainjob: Mapping[str, Any]) -> Program[list[Mapping[str, Any]]]:
@@ -727,6 +787,28 @@ def _refuse_unadmittable(trainjob: Mapping[str, Any], ref: str) -> None:
         )
 
 
+@dataclass(frozen=True)
+class Checked:
+    """What a passed check hands the admitting write: the TrainJob as last written (a grown record changes its
+    resourceVersion, and the admitting write is conditional on it), its runtime, the pod fence as read, and why
+    the admission is not backed by the fence for the whole execution it ends ("" when it is: fence.py)."""
+
+    trainjob: Mapping[str, Any]
+    runtime: Mapping[str, Any]
+    fence: Fence
+    fence_note: str = ""
+
+
+def _write_grown(
+    trainjob: Mapping[str, Any], before: ExecutionPods, after: ExecutionPods, ref: str
+) -> Program[Mapping[str, Any]]:
+    """Write the grown record (`fencing.grown`) when it differs from the one read, conditionally; the TrainJob as
+    written (or as read, when nothing is new)."""
+    if after == before:
+        return trainjob
+    return (yield from _replace(v.TRAINJOB, record_body(trainjob, after.to_annotation()), ref))
+
+
 def _check_before_admission(
     trainjob: Mapping[str, Any],
     obj: ManagedObject,
@@ -736,28 +818,60 @@ def _check_before_admission(
     pod_read: PodReadStrategy,
     page_size: int,
     settle_seconds: float,
+    clock_skew_seconds: float,
     accepted_risks: Collection[str],
-) -> Program[Mapping[str, Any]]:
-    """DESIGN §3 on a held, recorded object; returns the runtime. Raises unless the object may be admitted:
-    the runtime policy; the hold observed for this execution (evidence.py; the pods are not read before, since
-    the Jobs may still create some); the drain check; then the settle. Remaining pods are reported before the
-    settle because they say more (which pod, on which node, what would unblock it) and usually outlast it."""
+    require_pod_fence: bool,
+) -> Program[Checked]:
+    """DESIGN §3 on a held, recorded object. Raises unless the object may be admitted: the runtime policy; the hold
+    observed for this execution (evidence.py; the pods are not read before, since the Jobs may still create
+    some); the drain check; the settle; then the pod fence, with `require_pod_fence` (fence.py). Remaining pods
+    are reported before the settle because they say more (which pod, on which node, what would unblock it) and
+    usually outlast it. The fence is read last, after the pods: it vouches for the listing only if it was in force
+    from the execution's admission until after the listing (read before it, it could be removed and a pod
+    force-deleted between that read and the listing). Before it raises, the check adds to the record what it saw
+    that the record does not keep (`fencing.grown`: pods not named under their node, Nodes found deleted, a
+    namesake's predecessor), in one conditional write: what no later check could see again."""
     ref = str(obj.ref)
     runtime = yield from read_runtime(trainjob)
     check_runtime_safe(trainjob, runtime, accepted_risks)
-    evidence = yield from hold_evidence(obj, execution_pods, settle_seconds=settle_seconds)
+    evidence = yield from hold_evidence(
+        obj, execution_pods, settle_seconds=settle_seconds, clock_skew_seconds=clock_skew_seconds
+    )
+    record = grown(execution_pods, predecessors=bool(evidence.predecessors), now=evidence.server_now)
+    evidence = replace(evidence, record=record)
     verdict = judge_hold(trainjob, evidence, obj.admission)
     if verdict is not None and verdict.seconds_left is None:
+        yield from _write_grown(trainjob, execution_pods, record, ref)
         raise SuspensionNotObservedError(f"{verdict.reason}. Nothing was admitted.", ref=ref)
     drained = yield from drain(
-        obj.selection, ref=ref, execution_pods=execution_pods, strategy=pod_read, page_size=page_size
+        obj.selection,
+        ref=ref,
+        execution_pods=record,
+        strategy=pod_read,
+        page_size=page_size,
+        clock_skew_seconds=clock_skew_seconds,
     )
+    record = grown(record, pods=drained.pods, nodes=drained.nodes, now=drained.server_now)
+    written = yield from _write_grown(trainjob, execution_pods, record, ref)
     if drained.remaining:
         raise PodsRemainError(ref, drained.remaining, now=now)
     if verdict is not None and verdict.seconds_left is not None:
         message = f"{verdict.reason}. Nothing was admitted."
         raise HoldSettlingError(message, ref=ref, seconds_left=verdict.seconds_left)
-    return runtime
+    if written is not trainjob:
+        # what grows the record also refuses (a pod that may run, a deleted Node not yet proof, a namesake's
+        # predecessor); should a change ever grow it without, the admission still follows a check of its own
+        raise ConflictError(f"TrainJob {ref}: dispatch recorded what its check saw; checking again.", ref=ref)
+    fence = yield from read_fence()
+    note = in_force_throughout(fence, recorded_fence(trainjob, obj.admission)) or ""
+    if note and require_pod_fence:
+        raise PodFenceError(
+            f"TrainJob {ref}: {note}. Nothing was admitted. Once no pod of execution {obj.admission} can run (its "
+            "nodes are Ready or proven stopped), release it once without require_pod_fence: the record of its pods "
+            "is what protects this one admission.",
+            ref=ref,
+        )
+    return Checked(trainjob, runtime, fence, note)
 
 
 def release(
@@ -768,6 +882,8 @@ def release(
     page_size: int = DEFAULT_PAGE_SIZE,
     settle_seconds: float = DEFAULT_SETTLE_SECONDS,
     accepted_risks: Collection[str] = frozenset(),
+    clock_skew_seconds: float = DEFAULT_CLOCK_SKEW_SECONDS,
+    require_pod_fence: bool = False,
 ) -> Program[Execution]:
     """Lift the hold and admit a new execution after the drain check passes (DESIGN §3); return its identity.
 
@@ -787,7 +903,7 @@ def release(
         return replace(obj.execution, released=Released.ALREADY_RUNNING)
     _refuse_unadmittable(trainjob, text)
     trainjob, execution_pods = yield from ensure_record(trainjob, obj, page_size=page_size)
-    runtime = yield from _check_before_admission(
+    checked = yield from _check_before_admission(
         trainjob,
         obj,
         execution_pods,
@@ -795,10 +911,18 @@ def release(
         pod_read=pod_read,
         page_size=page_size,
         settle_seconds=settle_seconds,
+        clock_skew_seconds=clock_skew_seconds,
         accepted_risks=accepted_risks,
+        require_pod_fence=require_pod_fence,
     )
     admitted_at = yield from server_time(text)
-    body, execution = admission_body(trainjob, runtime, admitted_at=admitted_at, accepted_risks=accepted_risks)
+    body, execution = admission_body(
+        checked.trainjob,
+        checked.runtime,
+        admitted_at=admitted_at,
+        accepted_risks=accepted_risks,
+        fence=checked.fence.identity,
+    )
     try:
         written = yield from _replace(v.TRAINJOB, body, text)
     except ConflictError:
@@ -810,7 +934,7 @@ def release(
         if not is_held(current):
             return replace(managed(current).execution, released=Released.RUNNING_AFTER_CONFLICT)
         raise
-    return replace(_written_execution(written, execution), released=Released.ADMITTED)
+    return replace(_written_execution(written, execution), released=Released.ADMITTED, fence_note=checked.fence_note)
 
 
 def kueue_admit(
@@ -822,6 +946,8 @@ def kueue_admit(
     page_size: int = DEFAULT_PAGE_SIZE,
     settle_seconds: float = DEFAULT_SETTLE_SECONDS,
     accepted_risks: Collection[str] = frozenset(),
+    clock_skew_seconds: float = DEFAULT_CLOCK_SKEW_SECONDS,
+    require_pod_fence: bool = False,
 ) -> Program[Execution]:
     """Kueue mode, for the admission check controller: the drain check, then A+1 (suspend left to Kueue).
 
@@ -850,7 +976,7 @@ def kueue_admit(
         )
     _refuse_unadmittable(trainjob, text)
     trainjob, execution_pods = yield from ensure_record(trainjob, obj, page_size=page_size)
-    runtime = yield from _check_before_admission(
+    checked = yield from _check_before_admission(
         trainjob,
         obj,
         execution_pods,
@@ -858,13 +984,19 @@ def kueue_admit(
         pod_read=pod_read,
         page_size=page_size,
         settle_seconds=settle_seconds,
+        clock_skew_seconds=clock_skew_seconds,
         accepted_risks=accepted_risks,
+        require_pod_fence=require_pod_fence,
     )
     body, execution = kueue_admission_body(
-        trainjob, runtime, admission_key=admission_key, accepted_risks=accepted_risks
+        checked.trainjob,
+        checked.runtime,
+        admission_key=admission_key,
+        accepted_risks=accepted_risks,
+        fence=checked.fence.identity,
     )
     written = yield from _replace(v.TRAINJOB, body, text)
-    return _written_execution(written, execution)
+    return replace(_written_execution(written, execution), fence_note=checked.fence_note)
 
 
 # --- hold ---------------------------------------------------------------------------------------------------
@@ -885,7 +1017,11 @@ def _set_workloads_active(obj: ManagedObject, *, active: bool) -> Program[int]:
 
 
 def hold(
-    ref: str | Ref, *, pod_read: PodReadStrategy = DEFAULT_POD_READ, page_size: int = DEFAULT_PAGE_SIZE
+    ref: str | Ref,
+    *,
+    pod_read: PodReadStrategy = DEFAULT_POD_READ,
+    page_size: int = DEFAULT_PAGE_SIZE,
+    clock_skew_seconds: float = DEFAULT_CLOCK_SKEW_SECONDS,
 ) -> Program[Execution]:
     """Keep the object from running (plain: `spec.suspend: true`; Kueue: Workload `spec.active: false`).
 
@@ -896,9 +1032,10 @@ def hold(
     record would be a hold that a force deletion or a label edit can defeat. An object already held without
     a record of its current execution (suspended by someone else) gets the record; one already held with it
     is left as it is. `pod_read` is accepted for symmetry with the other programs: the hold always reads the
-    whole namespace. Returns the current execution identity.
+    whole namespace (`clock_skew_seconds` likewise: the hold compares no times). Returns the current execution
+    identity.
     """
-    del pod_read
+    del pod_read, clock_skew_seconds
     target = parse_ref(ref)
     trainjob = yield from read_trainjob(target)
     obj = managed(trainjob)
@@ -1013,15 +1150,18 @@ def open(
     page_size: int = DEFAULT_PAGE_SIZE,
     settle_seconds: float = DEFAULT_SETTLE_SECONDS,
     accepted_risks: Collection[str] = frozenset(),
+    clock_skew_seconds: float = DEFAULT_CLOCK_SKEW_SECONDS,
+    require_pod_fence: bool = False,
 ) -> Program[Execution]:
     """Create the object held, then release it: the same check applies (a namesake may have left pods).
 
     The create body carries the record of execution 0 (fencing.py): the pods a namesake left, read by lineage,
-    so that release needs no write of its own before it checks. On AlreadyExists the existing TrainJob is taken
-    as this object when it carries the same job id and submission (a retried open after a lost response);
-    anything else is refused (AlreadyExistsError). Right after creation Trainer has usually not observed the
-    hold yet, so the release raises SuspensionNotObservedError; retrying open then continues with the existing
-    object.
+    and whether it left Jobs that may still create pods (evidence.py), so that release needs no write of its own
+    before it checks; and the pod fence's identity when it is in force (fence.py). On AlreadyExists the existing
+    TrainJob is taken as this object when it carries the same job id and submission (a retried open after a lost
+    response); anything else is refused (AlreadyExistsError). Right after creation Trainer has usually not
+    observed the hold yet, so the release raises SuspensionNotObservedError; retrying open then continues with
+    the existing object.
     """
     target, body = prepare_manifest(manifest, ref)
     text = str(target)
@@ -1031,8 +1171,13 @@ def open(
     dispatch_runtime_patch(runtime, obj.execution)
     since = yield from server_time(text)
     leftovers, nodes = yield from read_lineage(obj, body, page_size=page_size)
+    predecessors = yield from read_predecessors(target, None)
+    fence = yield from read_fence()
     annotations = body["metadata"].setdefault("annotations", {})
-    annotations[v.ANNOTATION_EXECUTION_PODS] = record(0, leftovers, since=since, nodes=nodes).to_annotation()
+    made = record(0, leftovers, since=since, nodes=nodes, leftovers=bool(predecessors))
+    annotations[v.ANNOTATION_EXECUTION_PODS] = made.to_annotation()
+    if fence.identity is not None:
+        annotations[v.ANNOTATION_POD_FENCE] = fence.identity.to_annotation(0)
     request = CreateObject(v.TRAINJOB, target.namespace, body)
     response = yield request
     if isinstance(response, ApiFailure):
@@ -1057,6 +1202,8 @@ def open(
             page_size=page_size,
             settle_seconds=settle_seconds,
             accepted_risks=accepted_risks,
+            clock_skew_seconds=clock_skew_seconds,
+            require_pod_fence=require_pod_fence,
         )
     )
 
@@ -1087,6 +1234,7 @@ def _inspect_object(
     pod_read: PodReadStrategy,
     page_size: int,
     settle_seconds: float,
+    clock_skew_seconds: float,
 ) -> Program[Status]:
     obj = managed(trainjob)
     workload: Mapping[str, Any] | None = None
@@ -1094,14 +1242,21 @@ def _inspect_object(
         workloads = yield from _workloads(obj)
         workload = workloads[0] if workloads else None
     execution_pods = recorded(trainjob, obj.admission, str(obj.ref))
-    evidence = yield from hold_evidence(obj, execution_pods, settle_seconds=settle_seconds)
+    evidence = yield from hold_evidence(
+        obj, execution_pods, settle_seconds=settle_seconds, clock_skew_seconds=clock_skew_seconds
+    )
     drained = yield from drain(
-        obj.selection, ref=str(obj.ref), execution_pods=execution_pods, strategy=pod_read, page_size=page_size
+        obj.selection,
+        ref=str(obj.ref),
+        execution_pods=execution_pods,
+        strategy=pod_read,
+        page_size=page_size,
+        clock_skew_seconds=clock_skew_seconds,
     )
     status = assess(
-        trainjob, evidence, drained.read.pods, drained.nodes, lookups=drained.lookups, workload=workload, now=now
+        trainjob, evidence, drained.read.pods, drained.judged, lookups=drained.lookups, workload=workload, now=now
     )
-    return with_unfinished(status, trainjob, drained.read.pods, drained.nodes, workload=workload, now=now)
+    return with_unfinished(status, trainjob, drained.read.pods, drained.judged, workload=workload, now=now)
 
 
 def inspect(
@@ -1111,12 +1266,18 @@ def inspect(
     pod_read: PodReadStrategy = DEFAULT_POD_READ,
     page_size: int = DEFAULT_PAGE_SIZE,
     settle_seconds: float = DEFAULT_SETTLE_SECONDS,
+    clock_skew_seconds: float = DEFAULT_CLOCK_SKEW_SECONDS,
 ) -> Program[Status]:
     """The status of one object (DESIGN §7). Writes nothing."""
     trainjob = yield from read_trainjob(parse_ref(ref))
     return (
         yield from _inspect_object(
-            trainjob, now=now, pod_read=pod_read, page_size=page_size, settle_seconds=settle_seconds
+            trainjob,
+            now=now,
+            pod_read=pod_read,
+            page_size=page_size,
+            settle_seconds=settle_seconds,
+            clock_skew_seconds=clock_skew_seconds,
         )
     )
 
@@ -1129,6 +1290,7 @@ def find(
     pod_read: PodReadStrategy = DEFAULT_POD_READ,
     page_size: int = DEFAULT_PAGE_SIZE,
     settle_seconds: float = DEFAULT_SETTLE_SECONDS,
+    clock_skew_seconds: float = DEFAULT_CLOCK_SKEW_SECONDS,
 ) -> Program[Status]:
     """The status of the newest TrainJob in the namespace with that job id (by creationTimestamp, then name).
 
@@ -1153,7 +1315,12 @@ def find(
 
     return (
         yield from _inspect_object(
-            max(matching, key=newest), now=now, pod_read=pod_read, page_size=page_size, settle_seconds=settle_seconds
+            max(matching, key=newest),
+            now=now,
+            pod_read=pod_read,
+            page_size=page_size,
+            settle_seconds=settle_seconds,
+            clock_skew_seconds=clock_skew_seconds,
         )
     )
 
@@ -1175,6 +1342,7 @@ def list_managed(
     pod_read: PodReadStrategy = DEFAULT_POD_READ,
     page_size: int = DEFAULT_PAGE_SIZE,
     settle_seconds: float = DEFAULT_SETTLE_SECONDS,
+    clock_skew_seconds: float = DEFAULT_CLOCK_SKEW_SECONDS,
 ) -> Program[tuple[Listed, ...]]:
     """Every TrainJob carrying dispatch's job-id label in the namespace (None: all), each assessed as `inspect`
     assesses it, ordered by namespace and name. Writes nothing.
@@ -1193,7 +1361,12 @@ def list_managed(
         created = stamp if isinstance(stamp, str) else None
         try:
             status = yield from _inspect_object(
-                trainjob, now=now, pod_read=pod_read, page_size=page_size, settle_seconds=settle_seconds
+                trainjob,
+                now=now,
+                pod_read=pod_read,
+                page_size=page_size,
+                settle_seconds=settle_seconds,
+                clock_skew_seconds=clock_skew_seconds,
             )
         except RefusedError as error:
             listed.append(Listed(ref, created, refused=error))
@@ -1210,6 +1383,7 @@ def remaining_pods(
     now: datetime | None = None,
     pod_read: PodReadStrategy = DEFAULT_POD_READ,
     page_size: int = DEFAULT_PAGE_SIZE,
+    clock_skew_seconds: float = DEFAULT_CLOCK_SKEW_SECONDS,
 ) -> Program[DrainReport]:
     """The object's remaining pods with their node states. Writes nothing; works read-only.
 
@@ -1229,7 +1403,12 @@ def remaining_pods(
         selection = obj.selection
         execution_pods = recorded(trainjob, obj.admission, text)
     drained = yield from drain(
-        selection, ref=text, execution_pods=execution_pods, strategy=pod_read, page_size=page_size
+        selection,
+        ref=text,
+        execution_pods=execution_pods,
+        strategy=pod_read,
+        page_size=page_size,
+        clock_skew_seconds=clock_skew_seconds,
     )
     return drained.report(text, now=now)
 
@@ -1241,10 +1420,16 @@ def ceased(
     submission: str | None = None,
     pod_read: PodReadStrategy = DEFAULT_POD_READ,
     page_size: int = DEFAULT_PAGE_SIZE,
+    clock_skew_seconds: float = DEFAULT_CLOCK_SKEW_SECONDS,
 ) -> Program[bool]:
     """Every remaining pod's processes are proven gone (True also when none remains). Writes nothing."""
     report = yield from remaining_pods(
-        ref, job_id=job_id, submission=submission, pod_read=pod_read, page_size=page_size
+        ref,
+        job_id=job_id,
+        submission=submission,
+        pod_read=pod_read,
+        page_size=page_size,
+        clock_skew_seconds=clock_skew_seconds,
     )
     return report.ceased
 

@@ -32,6 +32,7 @@ OUT_OF_SERVICE: Final = "mark-the-node-out-of-service"
 REMOVE_THE_TAINT: Final = "remove-the-taint"
 NEVER_FORCE_DELETE: Final = "never-force-delete"
 NODE_NOT_READABLE: Final = "node-not-readable"
+DELETED_NODE: Final = "deleted-node"
 EDITED_LABELS: Final = "edited-labels"
 JOBS_NOT_SUSPENDED: Final = "jobs-not-suspended"
 HOLD_SETTLES: Final = "hold-settles"
@@ -42,6 +43,7 @@ RUNBOOK_SECTIONS: Final = (
     REMOVE_THE_TAINT,
     NEVER_FORCE_DELETE,
     NODE_NOT_READABLE,
+    DELETED_NODE,
     EDITED_LABELS,
     JOBS_NOT_SUSPENDED,
     HOLD_SETTLES,
@@ -158,6 +160,7 @@ def observing(ref: str, delay: float) -> str:
 
 __all__ = [
     "CONFIRM_SHUTDOWN",
+    "DELETED_NODE",
     "EDITED_LABELS",
     "HOLD_SETTLES",
     "JOBS_NOT_SUSPENDED",

@@ -205,7 +205,7 @@ def _stuck(pod: RemainingPod) -> bool:
         return False
     if node.presence is Presence.NOT_READABLE:
         return pod.terminating
-    if node.presence is Presence.GONE:
+    if node.presence in (Presence.GONE, Presence.DELETED_RECENTLY):
         return True
     return node.ready is not Readiness.TRUE
 

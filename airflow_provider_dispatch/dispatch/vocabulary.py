@@ -47,6 +47,10 @@ ANNOTATION_ADMITTED_AT: Final = "dispatch.phpboyscout.uk/admitted-at"
 #: the runtime risks (policy.py) a platform team accepted for the current execution, written by the admitting
 #: write so that `dispatch status` can show them. Not in the seed.
 ANNOTATION_ACCEPTED_RISKS: Final = "dispatch.phpboyscout.uk/accepted-risks"
+#: the pod fence's identity (uids and generations of its policy and binding) when the current execution was
+#: admitted, or the TrainJob opened: what lets the next admission tell that it stayed in force (fence.py). Not in
+#: the seed.
+ANNOTATION_POD_FENCE: Final = "dispatch.phpboyscout.uk/pod-fence"
 
 # --- upstream names -----------------------------------------------------------------------------------------
 
@@ -139,6 +143,16 @@ JOB: Final = ApiCoordinates("batch", "v1", "jobs", "Job", namespaced=True)
 WORKLOAD: Final = ApiCoordinates("kueue.x-k8s.io", "v1beta2", "workloads", "Workload", namespaced=True)
 POD: Final = ApiCoordinates("", "v1", "pods", "Pod", namespaced=True)
 NODE: Final = ApiCoordinates("", "v1", "nodes", "Node", namespaced=False)
+VALIDATING_ADMISSION_POLICY: Final = ApiCoordinates(
+    "admissionregistration.k8s.io", "v1", "validatingadmissionpolicies", "ValidatingAdmissionPolicy", namespaced=False
+)
+VALIDATING_ADMISSION_POLICY_BINDING: Final = ApiCoordinates(
+    "admissionregistration.k8s.io",
+    "v1",
+    "validatingadmissionpolicybindings",
+    "ValidatingAdmissionPolicyBinding",
+    namespaced=False,
+)
 
 #: `spec.runtimeRef` defaults (k8s-apis §1.2)
 RUNTIME_REF_DEFAULT_API_GROUP: Final = "trainer.kubeflow.org"

@@ -79,6 +79,7 @@ def drain_check(ref: str | Ref, options: Operations, *, now: datetime | None = N
         execution_pods=recorded(trainjob, obj.admission, text),
         strategy=options.pod_read,
         page_size=options.page_size,
+        clock_skew_seconds=options.clock_skew_seconds,
     )
     report = drained.report(text, now=now if now is not None else options.clock())
     return DrainCheck(report=report, execution=obj.execution, held=is_held(trainjob), selection=obj.selection)

@@ -16,7 +16,8 @@ from typing import Final
 import airflow_provider_dispatch
 
 CLUSTER_ROLES: Final = "rbac/dispatch-clusterroles.yaml"
-"""dispatch's four ClusterRoles (writer, reader, node reader, admission controller), relative to deploy/."""
+"""dispatch's five ClusterRoles (writer, reader, node reader, fence reader, admission controller), relative to
+deploy/."""
 
 
 def deploy_file(relative: str) -> Path:

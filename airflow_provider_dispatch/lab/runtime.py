@@ -33,6 +33,7 @@ from airflow_provider_dispatch.lab.apiserver.auth.auth import Authenticator, Aut
 from airflow_provider_dispatch.lab.apiserver.auth.rbac_setup import LabRbac
 from airflow_provider_dispatch.lab.apiserver.impersonation import refuse_impersonation
 from airflow_provider_dispatch.lab.apiserver.registry.admission import AdmissionChain
+from airflow_provider_dispatch.lab.apiserver.registry.admission_policies import AdmissionPolicies
 from airflow_provider_dispatch.lab.apiserver.registry.crd_objects import CrdObjects
 from airflow_provider_dispatch.lab.apiserver.registry.resources import Registry, default_registry
 from airflow_provider_dispatch.lab.apiserver.registry.strategy import prepare_create
@@ -127,6 +128,7 @@ class AsyncLab:
         self.ledger = AdmissionLedger()
         self.store.add_listener(self.ledger.observe)
         self.admission = AdmissionChain()
+        self.admission.register(AdmissionPolicies(self.store))
         self.registry = registry or default_registry()
         crds = CrdObjects(self.store, self.registry, self.clock)  # `kubectl get crd`: installed when first asked
         self.server = LabApiServer(

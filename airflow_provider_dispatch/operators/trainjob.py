@@ -14,7 +14,10 @@ When the drain check finds remaining pods (`PodsRemainError`), `on_pods_remainin
 * `"wait"` (default): wait for the pods to go, then release. Deferrable (default `[operators]
   default_deferrable`): defer to `PodsDrainedTrigger` (drained, not merely ceased: the release needs the pod
   objects gone) and release in `execute_complete`, re-checking there, since another caller may have admitted
-  meanwhile (release is idempotent; the trigger also stops early when the TrainJob is no longer held). Not
+  meanwhile (release is idempotent; the trigger also stops early when the TrainJob is no longer held). When the
+  trigger reports a change (`progress`: the remaining pods or a node's state moved), the worker runs the release
+  once more: a writer's check, which adds to the hold's record what it sees (a pod on its node, a Node found
+  deleted, dispatch/fencing.py) before it defers again. Not
   deferrable: check again every `poke_interval` seconds in the worker, which holds a worker slot for the whole
   wait (use it for short waits only). Both give up after `wait_timeout` with a retryable AirflowException.
 * `"retry"`: raise the retryable AirflowException with the PodsRemainError message (the pods and their nodes,
@@ -85,6 +88,7 @@ from airflow_provider_dispatch.dispatch.errors import (
 )
 from airflow_provider_dispatch.dispatch.evidence import DEFAULT_SETTLE_SECONDS
 from airflow_provider_dispatch.dispatch.explain import not_admitted_reason
+from airflow_provider_dispatch.dispatch.nodes import DEFAULT_CLOCK_SKEW_SECONDS
 from airflow_provider_dispatch.dispatch.payloads import remaining_fingerprint
 from airflow_provider_dispatch.dispatch.policy import validate_accepted_risks
 from airflow_provider_dispatch.dispatch.reasons import WaitReason
@@ -240,6 +244,10 @@ class AdmittingOperator(TrainJobOperator):
     :param recheck_interval: the trigger's safety-net re-check interval, seconds.
     :param settle_seconds: how long a hold settles before an admission (dispatch/evidence.py; 90 by default).
     :param accepted_risks: runtime risks accepted by name (`pod-replacement`, `jobset-restart`; dispatch/policy.py).
+    :param clock_skew_seconds: the bound assumed on how far two API server replicas' clocks differ, added to every
+        wait that compares two times the API server wrote (dispatch/nodes.py; 10 by default).
+    :param require_pod_fence: refuse an admission unless dispatch's pod fence was in force for the whole execution
+        it ends (dispatch/fence.py; off by default: the admission is then logged as made on the record alone).
     """
 
     def __init__(
@@ -253,6 +261,8 @@ class AdmittingOperator(TrainJobOperator):
         recheck_interval: float = DEFAULT_RECHECK_INTERVAL,
         settle_seconds: float = DEFAULT_SETTLE_SECONDS,
         accepted_risks: Collection[str] = (),
+        clock_skew_seconds: float = DEFAULT_CLOCK_SKEW_SECONDS,
+        require_pod_fence: bool = False,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -260,6 +270,14 @@ class AdmittingOperator(TrainJobOperator):
         if isinstance(settle_seconds, bool) or not 0 <= float(settle_seconds) <= 3600:
             raise ValueError(f"settle_seconds must be a number of seconds from 0 to 3600, not {settle_seconds!r}")
         self.settle_seconds = float(settle_seconds)
+        if isinstance(clock_skew_seconds, bool) or not 0 <= float(clock_skew_seconds) <= 3600:
+            raise ValueError(
+                f"clock_skew_seconds must be a number of seconds from 0 to 3600, not {clock_skew_seconds!r}"
+            )
+        self.clock_skew_seconds = float(clock_skew_seconds)
+        if not isinstance(require_pod_fence, bool):
+            raise ValueError(f"require_pod_fence must be True or False, not {require_pod_fence!r}")
+        self.require_pod_fence = require_pod_fence
         if on_pods_remaining not in ("wait", "retry"):
             raise ValueError(f"on_pods_remaining must be 'wait' or 'retry', not {on_pods_remaining!r}")
         if wait_timeout is None:
@@ -279,7 +297,11 @@ class AdmittingOperator(TrainJobOperator):
         """The writer adapter with this operator's settle and accepted risks (one client per task run)."""
         # conflicts are retried here, not in the adapter: each retry consults the record of the admission first
         return self.hook.get_adapter(
-            settle_seconds=self.settle_seconds, accepted_risks=frozenset(self.accepted_risks), conflict_attempts=1
+            settle_seconds=self.settle_seconds,
+            accepted_risks=frozenset(self.accepted_risks),
+            clock_skew_seconds=self.clock_skew_seconds,
+            require_pod_fence=self.require_pod_fence,
+            conflict_attempts=1,
         )
 
     # --- for subclasses ------------------------------------------------------------------------------------
@@ -482,14 +504,15 @@ class AdmittingOperator(TrainJobOperator):
         return self.attempt(context)
 
     def execute_complete(self, context: Context, event: Mapping[str, Any] | None = None) -> dict[str, Any]:
-        """Resume from `PodsDrainedTrigger`: release (re-checking), defer again on progress, or raise."""
+        """Resume from `PodsDrainedTrigger`: release (re-checking) when drained, ceased, running or on progress
+        (a check of the worker's own, which records what it sees and defers again if pods remain), or raise."""
         event = event or {}
         status = event.get("status")
         if status == "error":
             raise exception_for_event(event)
         found = event.get("report")
         report: Mapping[str, Any] = found if isinstance(found, Mapping) else {}
-        if status in ("timeout", "progress"):
+        if status == "timeout":
             # the PodsRemainError message's first lines (the same explanation), then the report's detail
             count = report.get("remaining_count")
             reason = not_admitted_reason(
@@ -499,10 +522,13 @@ class AdmittingOperator(TrainJobOperator):
                 count if isinstance(count, int) else 0,
                 str(report.get("detail", "")),
             )
-            if status == "timeout":
-                raise AirflowException(self._timeout_message(reason.text()))
-            self._show_reason(reason)
-            self._defer(context, report.get("fingerprint"))
+            raise AirflowException(self._timeout_message(reason.text()))
+        if status == "progress":
+            # what the trigger saw changed: a writer's check of its own, which keeps in the hold's record what it
+            # sees (a pod on its node, a Node found deleted: dispatch/fencing.py `grown`), then admits or defers
+            # again with the new state
+            self.log.info("The trigger reported a change; checking again (what the check sees is recorded)")
+            return self.attempt(context)
         if status not in ("drained", "running", "ceased"):
             raise AirflowException(f"PodsDrainedTrigger sent an event this operator does not know: {status!r}")
         self.log.info("The trigger reported %s; releasing (the check runs again)", status)

@@ -222,6 +222,40 @@ def test_deferred_release_shows_each_progress_headline_first(
     assert out.index(before) < out.index(after_progress)
 
 
+def test_a_deferred_release_records_the_node_deletion_its_trigger_saw_and_admits_once_it_is_proof(
+    airflow_lab: AirflowLab, cluster: Cluster, run_dag: RunDag, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 26, finding 4, through the deferred release: the Node of the previous execution's pod is deleted while
+    the release waits in the triggerer, and its pod object goes. A deletion is proof only a while after a writer's
+    check first found it (fencing.py `judged_nodes`), and a trigger writes nothing: the trigger reports the change
+    (progress), the worker's check records when it found the Node gone, and the release admits once the pod's
+    grace plus the margin and the skew bound have passed. (Deferring again at once on progress, as the release did
+    before, leaves the deletion unrecorded, and the release waits until its wait_timeout.)"""
+    node = cluster.node("n1")
+    _, (pod,) = cluster.held_after_execution("ft-7", runtime=cluster.runtime(), admission=2, pods_on=[node])
+    mark = airflow_lab.probe.mark()
+
+    def node_goes() -> None:
+        airflow_lab.probe.wait_for(trigger_read_node(node), mark)  # deferred: the trigger waits
+        assert admission_of(cluster) == "2"
+        cluster.delete_node(node)
+        # PodGC's removal of a deleted node's pod, with grace 0 (no PodGC runs in this cluster): the recorded pod
+        # vanished, and its node's deletion is all that can prove it stopped
+        kubelet_confirms(cluster, pod)
+
+    actor = Actor(node_goes).start()
+    result = run_dag("dispatch_release_wait_deferrable_rechecking", namespace=cluster.namespace, name="ft-7")
+    actor.join()
+    out = capfd.readouterr().out
+    assert (result.state, result.try_number("release")) == ("success", 1), out[-3000:]
+    assert result.xcom("release") == {"job_id": "ft-7", "submission": "1", "admission": 3}
+    assert f"Waiting until the deletion of node {node} is proof: 1 pod may still run there\n" in out, out[-3000:]
+    seen = airflow_lab.probe.since(mark)
+    # the worker's check recorded the deletion (one conditional write), then admitted (the other)
+    assert [s.status for s in worker_calls(seen, "PUT", "/trainjobs/ft-7")] == [200, 200]
+    assert [s for s in seen if s.writes and not s.by_worker] == []  # the trigger wrote nothing
+
+
 def test_open_creates_held_waits_for_the_hold_to_be_observed_and_releases(
     airflow_lab: AirflowLab, cluster: Cluster, run_dag: RunDag, capfd: pytest.CaptureFixture[str]
 ) -> None:

@@ -527,3 +527,33 @@ def standard_api(**kwargs: Any) -> FakeApi:
     api.add(v.CLUSTER_TRAINING_RUNTIME, runtime())
     api.nodes["n1"] = node("n1")
     return api
+
+
+def record_writes(api: FakeApi) -> list[ReplaceObject]:
+    """The writes that only grew the hold's record (fencing.grown): a TrainJob replace whose spec, admission
+    number and every annotation but the record are as before. Anything else the caller must assert itself."""
+    found = []
+    for request in api.writes():
+        if not isinstance(request, ReplaceObject) or request.coords is not v.TRAINJOB:
+            continue
+        annotations = v.annotations_of(request.body)
+        if set(annotations) - {v.ANNOTATION_EXECUTION_PODS, v.ANNOTATION_ADMISSION, v.ANNOTATION_ADMITTED_AT}:
+            continue
+        found.append(request)
+    return found
+
+
+def assert_only_the_record_grew(api: FakeApi, before: dict[str, Any]) -> None:
+    """A refusing writer's check wrote nothing but the record of what it saw (fencing.grown): the live TrainJob
+    is `before` but for that annotation and its resourceVersion."""
+    assert api.writes() == record_writes(api), [w.describe() for w in api.writes()]
+    live = api.get(v.TRAINJOB, NS, NAME)
+    assert live is not None
+
+    def comparable(obj: dict[str, Any]) -> dict[str, Any]:
+        body = copy.deepcopy(obj)
+        body["metadata"].pop("resourceVersion", None)
+        body["metadata"].get("annotations", {}).pop(v.ANNOTATION_EXECUTION_PODS, None)
+        return body
+
+    assert comparable(live) == comparable(before)

@@ -17,12 +17,13 @@ from airflow_provider_dispatch.dispatch.admission import dispatch_runtime_patch
 from airflow_provider_dispatch.dispatch.assessment import Execution
 from airflow_provider_dispatch.dispatch.evidence import DEFAULT_SETTLE_SECONDS, HoldEvidence, judge_hold
 from airflow_provider_dispatch.dispatch.fencing import ExecutionPods
+from airflow_provider_dispatch.dispatch.nodes import DEFAULT_CLOCK_SKEW_SECONDS
 
 from .support import HOLD, JOB_ID, NAME, SERVER_NOW, SUBMISSION, child_job, jobset, runtime, trainjob
 
 ADMISSION = 2
 EARLIER_UID = "uid-of-the-deleted-namesake"
-LONG_BEFORE_THE_HOLD = HOLD - timedelta(seconds=DEFAULT_SETTLE_SECONDS + 5)
+LONG_BEFORE_THE_HOLD = HOLD - timedelta(seconds=DEFAULT_SETTLE_SECONDS + DEFAULT_CLOCK_SKEW_SECONDS + 5)
 
 
 def _jobset(*, owner: str | None, suspend: bool, label: int) -> dict[str, Any]:

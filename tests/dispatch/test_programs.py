@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -28,7 +29,8 @@ from airflow_provider_dispatch.dispatch.errors import (
     SuspensionNotObservedError,
     UnreachableError,
 )
-from airflow_provider_dispatch.dispatch.fencing import ExecutionPods
+from airflow_provider_dispatch.dispatch.fencing import ExecutionPods, format_time
+from airflow_provider_dispatch.dispatch.nodes import DEFAULT_CLOCK_SKEW_SECONDS, RETURN_MARGIN_SECONDS
 from airflow_provider_dispatch.dispatch.programs import (
     ApiFailure,
     CreateObject,
@@ -42,12 +44,15 @@ from airflow_provider_dispatch.dispatch.programs import (
     drive_async,
 )
 from airflow_provider_dispatch.dispatch.selection import Selection
+from airflow_provider_dispatch.dispatch.vocabulary import parse_time
 
 from .support import (
     NAME,
+    NOW,
     NS,
     OUT_OF_SERVICE,
     FakeApi,
+    assert_only_the_record_grew,
     condition,
     jobset,
     node,
@@ -111,15 +116,19 @@ def test_release_request_sequence_reads_before_the_one_write() -> None:
     api = standard_api()
     drive(programs.release(REF), api.respond)
     kinds = [(type(r).__name__, r.coords.kind) for r in api.requests]
-    # the TrainJob; the runtime (policy); the hold's evidence (JobSet, its Jobs: none in this spec, the API
-    # server's time); both pod selections; the API server's time again (admitted-at); the one write
+    # the TrainJob; the runtime (policy); the hold's evidence (JobSet, its Jobs: none in this spec, the Jobs a
+    # deleted namesake left, the API server's time); both pod selections; the pod fence, after the pods (fence.py:
+    # not installed here); the API server's time again (admitted-at); the one write
     assert kinds == [
         ("GetObject", "TrainJob"),
         ("GetObject", "ClusterTrainingRuntime"),
         ("GetObject", "JobSet"),
+        ("ListObjects", "Job"),
         ("ServerTime", "Version"),
         ("ListObjects", "Pod"),
         ("ListObjects", "Pod"),
+        ("GetObject", "ValidatingAdmissionPolicy"),
+        ("GetObject", "ValidatingAdmissionPolicyBinding"),
         ("ServerTime", "Version"),
         ("ReplaceObject", "TrainJob"),
     ]
@@ -199,7 +208,7 @@ def test_a_conflict_on_a_still_held_object_stays_retryable() -> None:
             False,
             ["Ready=Unknown"],
         ),
-        ([pod("a", node="n3", deletion=TERMINATING)], {}, False, ["gone"]),
+        ([pod("a", node="n3", deletion=TERMINATING)], {}, False, ["gone, not yet proof"]),
         (
             [pod("a", node="n2", deletion=TERMINATING)],
             {"n2": node("n2", ready="False", taints=[OUT_OF_SERVICE])},
@@ -234,8 +243,11 @@ def test_release_refuses_while_pods_remain(
         drive(programs.release(REF), api.respond)
     assert [p.node.label for p in caught.value.remaining] == states
     assert [p.name for p in caught.value.remaining] == [v.name_of(p) for p in pods]
-    assert api.writes() == []
-    assert live(api) == before
+    # the record grew by the pods the check listed (fencing.grown), and nothing else was written
+    assert_only_the_record_grew(api, before)
+    grown = fencing.recorded(live(api), 0, REF)
+    assert grown is not None
+    assert set(grown.names) >= {v.name_of(p) for p in pods}
     message = str(caught.value)
     assert "TrainJob ml/ft-7 is not admitted" in message
     assert "The hold stays in force" in message
@@ -577,10 +589,10 @@ def test_kueue_admit_raises_a_once_per_admission_key() -> None:
     assert v.ANNOTATION_EXECUTION_PODS not in stored["metadata"]["annotations"]
     # Kueue suspends execution 1 and admits again: the first check records execution 1's pods, and the hold
     # then settles before execution 2 is admitted (evidence.py)
-    with pytest.raises(SuspensionNotObservedError, match="settles until 2026-12-03T12:01:30Z"):
+    with pytest.raises(SuspensionNotObservedError, match="settles until 2026-12-03T12:01:35Z"):
         drive(programs.kueue_admit(REF, admission_key="wl-1/r2"), api.respond)
     assert fencing.recorded(live(api), 1, REF) is not None
-    api.now = "2026-12-03T12:01:30Z"
+    api.now = "2026-12-03T12:01:35Z"  # the settle, 90 s, plus the clock skew bound, 5 s
     assert drive(programs.kueue_admit(REF, admission_key="wl-1/r2"), api.respond).admission == 2
 
 
@@ -588,9 +600,10 @@ def test_kueue_admit_waits_for_pods() -> None:
     api = standard_api(queue="user-queue")
     api.pods.append(pod("a", node="n2", deletion=TERMINATING))
     api.nodes["n2"] = node("n2", ready="Unknown")
+    before = copy.deepcopy(live(api))
     with pytest.raises(PodsRemainError):
         drive(programs.kueue_admit(REF, admission_key="k"), api.respond)
-    assert api.writes() == []
+    assert_only_the_record_grew(api, before)
 
 
 def test_kueue_admit_refuses_plain_objects() -> None:
@@ -780,7 +793,8 @@ def test_find_validates_before_listing(namespace: str, job_id: str) -> None:
 @pytest.mark.parametrize(
     ("nodes", "forbidden", "ceased"),
     [
-        ({}, False, True),
+        # a Node deleted is proof only once a writer's check has recorded since when (finding 4): `ceased` reads
+        ({}, False, False),
         ({"n2": node("n2", ready="Unknown", taints=[OUT_OF_SERVICE])}, False, True),
         ({"n2": node("n2", ready="True", taints=[OUT_OF_SERVICE])}, False, False),
         ({"n2": node("n2", ready="Unknown")}, False, False),
@@ -794,6 +808,21 @@ def test_ceased(nodes: dict[str, dict[str, Any]], forbidden: bool, ceased: bool)
     api.pods.append(pod("a", node="n2", deletion=TERMINATING))
     assert drive(programs.ceased(REF), api.respond) is ceased
     assert api.writes() == []
+
+
+def test_a_deleted_node_is_proof_once_its_recorded_deletion_is_old_enough() -> None:
+    """`ceased` on a pod of a deleted Node: not on the 404 alone, nor while the record's first sight of the
+    deletion is younger than the pods' grace plus the return margin and the skew bound; then it is."""
+    api = standard_api(admission="1")
+    first_seen = parse_time(NOW)
+    assert first_seen is not None
+    annotations = live(api)["metadata"].setdefault("annotations", {})
+    recorded = ExecutionPods(1, {"n2": ("a",)}, since=first_seen, gone={"n2": first_seen})
+    annotations[v.ANNOTATION_EXECUTION_PODS] = recorded.to_annotation()
+    api.pods.append(pod("a", node="n2", deletion=TERMINATING))
+    assert drive(programs.ceased(REF), api.respond) is False
+    api.now = format_time(first_seen + timedelta(seconds=30 + RETURN_MARGIN_SECONDS + DEFAULT_CLOCK_SKEW_SECONDS))
+    assert drive(programs.ceased(REF), api.respond) is True
 
 
 def lost_node_api() -> FakeApi:

@@ -22,13 +22,16 @@ from airflow_provider_dispatch.dispatch.evidence import (
     spec_changed_at,
 )
 from airflow_provider_dispatch.dispatch.fencing import ExecutionPods
+from airflow_provider_dispatch.dispatch.nodes import DEFAULT_CLOCK_SKEW_SECONDS
 
 from .support import HOLD, NAME, SERVER_NOW, child_job, jobset, trainjob
 
 ADMISSION = 2
+#: what the settle waits: its 90 s and the bound on the API server replicas' clock skew (evidence.py, 4)
+WAIT = DEFAULT_SETTLE_SECONDS + DEFAULT_CLOCK_SKEW_SECONDS
 
 
-LONG_BEFORE_THE_HOLD = HOLD - timedelta(seconds=DEFAULT_SETTLE_SECONDS + 5)
+LONG_BEFORE_THE_HOLD = HOLD - timedelta(seconds=WAIT + 5)
 
 
 def _judge(job: dict[str, Any], *, started: datetime = LONG_BEFORE_THE_HOLD) -> float | None:
@@ -50,7 +53,7 @@ def test_a_job_resumed_for_this_execution_and_suspended_by_the_job_controller_sk
 def test_a_job_still_suspended_from_the_earlier_hold_waits_the_settle() -> None:
     """JobSet's resume for this execution may still be in flight: the Job carries the earlier execution's label."""
     left = _judge(child_job(label=ADMISSION - 1, started=True, suspended_condition=True))
-    assert left == pytest.approx(DEFAULT_SETTLE_SECONDS - 1)
+    assert left == pytest.approx(WAIT - 1)
 
 
 def test_a_job_never_resumed_waits_the_settle() -> None:
@@ -71,7 +74,7 @@ def test_a_finished_job_needs_nothing_more() -> None:
 
 
 def test_an_execution_started_less_than_the_settle_before_the_hold_waits_the_settle() -> None:
-    recent = HOLD - timedelta(seconds=DEFAULT_SETTLE_SECONDS - 1)
+    recent = HOLD - timedelta(seconds=WAIT - 1)
     assert _judge(child_job(label=ADMISSION, started=True, suspended_condition=True), started=recent) is not None
 
 
@@ -106,24 +109,44 @@ def _settle_left(
 
 
 def test_the_settle_counts_from_the_record_when_the_jobset_changed_before_it() -> None:
-    assert _settle_left(HOLD - timedelta(seconds=30)) == pytest.approx(DEFAULT_SETTLE_SECONDS - 1)
+    assert _settle_left(HOLD - timedelta(seconds=30)) == pytest.approx(WAIT - 1)
 
 
 def test_the_settle_counts_from_the_jobsets_suspension_when_the_hold_reached_it_late() -> None:
     """Trainer's apply of the hold was late: JobSet may have resumed a Job from its older view until then."""
     reached = HOLD + timedelta(seconds=120)
-    assert _settle_left(reached) == pytest.approx(DEFAULT_SETTLE_SECONDS + 120 - 1)
+    assert _settle_left(reached) == pytest.approx(WAIT + 120 - 1)
 
 
 def test_a_status_write_is_not_a_change_of_the_spec() -> None:
-    assert _settle_left(None, status_changed=HOLD + timedelta(seconds=120)) == pytest.approx(DEFAULT_SETTLE_SECONDS - 1)
+    assert _settle_left(None, status_changed=HOLD + timedelta(seconds=120)) == pytest.approx(WAIT - 1)
 
 
 def test_the_settle_is_over_once_as_long_has_passed_since_the_late_change() -> None:
     now = SERVER_NOW
     long_held = now - timedelta(seconds=300)
-    assert _settle_left(now - timedelta(seconds=DEFAULT_SETTLE_SECONDS), since=long_held) is None
-    assert _settle_left(now - timedelta(seconds=80), since=long_held) == pytest.approx(DEFAULT_SETTLE_SECONDS - 80)
+    assert _settle_left(now - timedelta(seconds=WAIT), since=long_held) is None
+    assert _settle_left(now - timedelta(seconds=80), since=long_held) == pytest.approx(WAIT - 80)
+
+
+def test_the_skew_bound_is_part_of_the_wait() -> None:
+    """Finding 5: two `GET /version` answers may come from two API server replicas whose clocks differ. The
+    settle waits the bound on that skew too (a parameter): with 45 s of it allowed, 45 s more than without."""
+    held = trainjob(suspend=True, suspended_condition="True", admission=str(ADMISSION))
+    job = child_job(label=ADMISSION - 1, started=True, suspended_condition=True)
+    record = ExecutionPods(ADMISSION, {}, since=HOLD, started=HOLD - timedelta(seconds=5))
+    verdicts = [
+        judge_hold(
+            held,
+            HoldEvidence(jobset(), {f"{NAME}-node-0": job}, record, SERVER_NOW, clock_skew_seconds=skew),
+            ADMISSION,
+        )
+        for skew in (0.0, 45.0)
+    ]
+    left = [v.seconds_left if v is not None else None for v in verdicts]
+    assert left == [pytest.approx(DEFAULT_SETTLE_SECONDS - 1), pytest.approx(DEFAULT_SETTLE_SECONDS + 45 - 1)]
+    assert verdicts[1] is not None
+    assert "plus 45 s for the API servers' clocks" in verdicts[1].reason
 
 
 def test_spec_changed_at_takes_the_newest_time_outside_status_and_skips_entries_without_one() -> None:

@@ -27,6 +27,7 @@ import pytest
 from aiohttp import web
 
 from airflow_provider_dispatch.dispatch.evidence import DEFAULT_SETTLE_SECONDS
+from airflow_provider_dispatch.dispatch.nodes import DEFAULT_CLOCK_SKEW_SECONDS
 from airflow_provider_dispatch.lab.apiserver.auth.auth import Decision, UserInfo
 from airflow_provider_dispatch.lab.apiserver.requests import RequestInfo
 from airflow_provider_dispatch.lab.runtime import DEFAULT_TOKEN, Lab
@@ -116,8 +117,9 @@ class DispatchLab:
         return self.lab.kubeconfig(user, token=token, user=user)
 
     def settle(self) -> None:
-        """Let lab time pass until a hold recorded now has settled (evidence.py: 90 s by default)."""
-        self.lab.call(lambda: self.lab.clock.advance(DEFAULT_SETTLE_SECONDS + 1))
+        """Let lab time pass until a hold recorded now has settled (evidence.py: 90 s and the 5 s clock skew bound,
+        by default)."""
+        self.lab.call(lambda: self.lab.clock.advance(DEFAULT_SETTLE_SECONDS + DEFAULT_CLOCK_SKEW_SECONDS + 1))
 
     def revision(self) -> int:
         """The store's global resourceVersion: unchanged means nothing at all was written anywhere."""

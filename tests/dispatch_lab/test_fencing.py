@@ -17,7 +17,7 @@ from airflow_provider_dispatch.dispatch import vocabulary as v
 from airflow_provider_dispatch.dispatch.assessment import Execution, State
 from airflow_provider_dispatch.dispatch.blocking import Blocking
 from airflow_provider_dispatch.dispatch.errors import PodsRemainError
-from airflow_provider_dispatch.dispatch.nodes import RETURN_MARGIN_SECONDS
+from airflow_provider_dispatch.dispatch.nodes import DEFAULT_CLOCK_SKEW_SECONDS, RETURN_MARGIN_SECONDS
 from airflow_provider_dispatch.dispatch.vocabulary import parse_time
 
 from .cluster import A_DAY, Cluster
@@ -137,7 +137,14 @@ async def test_a_vanished_pod_stops_blocking_when_its_node_recovers_or_is_delete
             await adapter.release(ref)
         cluster.set_ready(lost, "True", ready_for=30 + int(RETURN_MARGIN_SECONDS))
     else:
+        # a deleted Node is proof only once the pods' grace plus the margin and the skew bound have passed since a
+        # writer's check first found it gone (nodes.py): the release records when, and refuses until then
         cluster.delete_node(lost)
+        with pytest.raises(PodsRemainError) as refused:
+            await adapter.release(ref)
+        assert f"on {lost} (gone, not yet proof)" in str(refused.value)
+        wait = 30 + RETURN_MARGIN_SECONDS + DEFAULT_CLOCK_SKEW_SECONDS
+        dispatch_lab.lab.call(lambda: dispatch_lab.lab.clock.advance(wait))
     assert await adapter.release(ref) == Execution("ft-7", "1", 2)
 
 

@@ -218,6 +218,9 @@ def test_the_controller_runs_with_exactly_the_deployed_rbac(
         ("update", "trainjobs"),  # the conditional write that raises A
         ("get", "jobsets"),
         ("get", "jobs"),  # the JobSet's Jobs: the hold observed for this execution (dispatch/evidence.py)
+        ("list", "jobs"),  # the Jobs labelled with the TrainJob's name: a namesake's predecessor (evidence.py)
+        ("get", "validatingadmissionpolicies"),  # the pod fence, verified at each admission (dispatch/fence.py)
+        ("get", "validatingadmissionpolicybindings"),
         ("get", "/version"),  # the API server's time, for the record and the settle (everyone may: public info)
         ("get", "clustertrainingruntimes"),
         ("list", "pods"),  # the drain check, the record's full read, and the pod watch's list

@@ -139,7 +139,8 @@ def test_served_resources(
 
 
 def test_exactly_the_expected_resources_are_served() -> None:
-    assert len(default_registry().all()) == 23
+    # 23, and the admission policies and their bindings (registry/admission_policies.py: dispatch's pod fence)
+    assert len(default_registry().all()) == 25
 
 
 @pytest.mark.parametrize("version", ["v1beta1", "v1beta3"])

@@ -1,10 +1,10 @@
 """What the real tier's scenarios share: nodes of a zone of the test's own, a runtime, the adapters, waits.
 
 Real time runs at speed 1 here, so the scenarios keep it short without faking any of it: a 5 s grace period, a
-process that ends 1 s after SIGTERM, the adapters' `settle_seconds` at `SETTLE` (the lab and production use 90 s),
-and the cluster's node monitor grace of 20 s (docs/fidelity.md). The kubelets, the node lifecycle, taint eviction,
-PodGC, the Job, JobSet, Trainer and Kueue controllers are the real ones; the nodes' machines are hollow
-(lab/real/machine.py).
+process that ends 1 s after SIGTERM, the adapters' `settle_seconds` at `SETTLE` (the lab and production use 90 s)
+and `clock_skew_seconds` at 0 (one API server: production allows 5 s), and the cluster's node monitor grace of
+20 s (docs/fidelity.md). The kubelets, the node lifecycle, taint eviction, PodGC, the Job, JobSet, Trainer and
+Kueue controllers are the real ones; the nodes' machines are hollow (lab/real/machine.py).
 
 Every wait polls the real cluster's state with a deadline (`wait_for`); nothing sleeps to let the cluster catch
 up. The ground truth of which processes ran when is the machines' overlap recorder.
@@ -66,6 +66,8 @@ def pod_selector(trainjob: str) -> str:
 
 async def make_adapter(kind: str, kubeconfig: Path, **options: Any) -> Either:
     options.setdefault("settle_seconds", SETTLE)
+    # one kube-apiserver answers every request here: no two replicas' clocks to allow for (dispatch/nodes.py)
+    options.setdefault("clock_skew_seconds", 0.0)
     return await Either.from_kubeconfig(kind, kubeconfig, **options)
 
 

@@ -25,6 +25,7 @@ import pytest
 from cluster.kueue_steps import checks, has
 from kubernetes.client import ApiException
 
+from airflow_provider_dispatch.dispatch.fence import manifests as pod_fence
 from airflow_provider_dispatch.kueue.leader import JITTER_FACTOR
 from airflow_provider_dispatch.lab.real import RealCluster
 from airflow_provider_dispatch.lab.scenario import manifests
@@ -32,6 +33,7 @@ from airflow_provider_dispatch.lab.scenario import manifests
 from .deploy_steps import (
     CHART,
     KUSTOMIZATION,
+    ROOT,
     ControllerProcess,
     by_kind,
     documents,
@@ -161,6 +163,21 @@ def test_the_chart_and_the_kustomization_build_check_and_apply(
     assert budget.spec.selector.match_labels == release.deployment["spec"]["selector"]["matchLabels"]
     check = steps_custom(real_admin).get_cluster_custom_object(*KUEUE, "admissionchecks", release.check)
     assert check["spec"]["controllerName"] == "dispatch.phpboyscout.uk/drained"
+
+
+def test_the_pod_fence_from_the_chart_and_from_deploy_pod_fence_is_dispatchs(
+    real_cluster: RealCluster, tools: Path
+) -> None:
+    """The fence a production install applies (`kubectl apply -k deploy/pod-fence`, or the chart with
+    `podFence.create`) is exactly `dispatch pod-fence`'s, so dispatch's check finds it its own; the chart leaves it
+    out by default; and the real API server accepts it (dry-run=server: the real tier's tests install and remove
+    the fence themselves, test_real_lost_pods.py)."""
+    assert not [d for d in documents(run([tools / "helm", "template", "d", CHART])) if "Policy" in d["kind"]]
+    charted = documents(run([tools / "helm", "template", "d", CHART, "--set", "podFence.create=true"]))
+    fence = [d for d in charted if d["kind"].startswith("ValidatingAdmissionPolicy")]
+    built = documents(run([tools / "kustomize", "build", ROOT / "deploy" / "pod-fence"]))
+    assert fence == built == list(pod_fence())
+    kubectl(real_cluster, "apply", "--dry-run=server", "-f", "-", stdin=dump(fence))
 
 
 def steps_custom(api: kubernetes.client.ApiClient) -> kubernetes.client.CustomObjectsApi:

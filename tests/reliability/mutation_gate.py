@@ -208,11 +208,8 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "conditional-write",
         "dispatch/programs.py",
-        "    body, execution = admission_body(trainjob, runtime, admitted_at=admitted_at, "
-        "accepted_risks=accepted_risks)\n"
-        "    try:\n",
-        "    body, execution = admission_body(trainjob, runtime, admitted_at=admitted_at, "
-        "accepted_risks=accepted_risks)\n"
+        "        fence=checked.fence.identity,\n    )\n    try:\n",
+        "        fence=checked.fence.identity,\n    )\n"
         "    fresh = yield from read_trainjob(target)  # the write no longer depends on what was checked\n"
         '    body["metadata"]["resourceVersion"] = v.field(fresh, "metadata", "resourceVersion")\n'
         "    try:\n",

@@ -9,9 +9,11 @@ Each test builds the state before its point with `do` and `require`: a step that
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import kubernetes
 
+from airflow_provider_dispatch.lab.scenario.pod_fence import install_pod_fence
 from airflow_provider_dispatch.lab.truth.overlap import Overlap
 
 from .callers import Outcome
@@ -38,12 +40,17 @@ def require(condition: bool, message: str) -> None:
         raise Unexpected(message)
 
 
-def one_pod_world(termination: float, grace: int) -> Iterator[World]:
+def one_pod_world(termination: float, grace: int, *, fenced: bool = False, **params: Any) -> Iterator[World]:
     """The world, its first execution running; its process stops `termination` s after SIGTERM and may take
-    `grace` s. Closed when the generator is."""
+    `grace` s; `params` are more of the world's (`restart_policy`, ...). With `fenced`, dispatch's pod fence is
+    installed before the TrainJob opens (`lab.scenario.pod_fence`). Closed when the generator is."""
     with ReliabilityLab() as rlab:
-        built = World(rlab, 3, 1, {"num_nodes": (1,), "termination_seconds": termination, "grace_seconds": grace})
+        built = World(
+            rlab, 3, 1, {"num_nodes": (1,), "termination_seconds": termination, "grace_seconds": grace, **params}
+        )
         built.setup()
+        if fenced:
+            install_pod_fence(rlab.api())
         try:
             for step in RUNNING:
                 built.apply(step)

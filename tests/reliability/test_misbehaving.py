@@ -25,6 +25,7 @@ import pytest
 from airflow_provider_dispatch.dispatch import vocabulary as v
 from airflow_provider_dispatch.dispatch.errors import HoldSettlingError, PodsRemainError
 from airflow_provider_dispatch.dispatch.evidence import DEFAULT_SETTLE_SECONDS
+from airflow_provider_dispatch.dispatch.nodes import DEFAULT_CLOCK_SKEW_SECONDS
 
 from .harness import HOSTILE
 from .one_pod import core, do, hold, one_pod_world, only_process, overlaps, release, require
@@ -42,7 +43,7 @@ SELECTOR_LABELS = (
     "controller-uid",
     "job-name",
 )
-SETTLE = Step.of("advance", seconds=DEFAULT_SETTLE_SECONDS + 1)
+SETTLE = Step.of("advance", seconds=DEFAULT_SETTLE_SECONDS + DEFAULT_CLOCK_SKEW_SECONDS + 1)
 
 
 @pytest.fixture
@@ -194,7 +195,7 @@ def test_a_release_right_after_the_hold_waits_the_settle_and_says_until_when(wor
     early = release(world)
     assert isinstance(early.error, HoldSettlingError), early.describe()
     assert early.error.retryable
-    assert 60 <= early.error.seconds_left <= DEFAULT_SETTLE_SECONDS - 19
+    assert 60 <= early.error.seconds_left <= DEFAULT_SETTLE_SECONDS + DEFAULT_CLOCK_SKEW_SECONDS - 19
     assert "settles until" in str(early.error)
     do(world, Step.of("advance", seconds=early.error.seconds_left + 1))
     admitted = release(world)

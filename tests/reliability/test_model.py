@@ -164,7 +164,7 @@ def test_a_machine_rebooted_after_its_pod_was_deleted_does_not_run_it_again() ->
         Step.of("fence", host=0, effect="NoSchedule"),
         Step.of("hold", obj=0, caller=0),
         Step.of("advance", seconds=60),
-        Step.of("advance", seconds=30),
+        Step.of("advance", seconds=35),  # the settle: 90 s and the 5 s clock skew bound (dispatch/evidence.py)
         Step.of("release", obj=0, callers=(0,), race=False),
         Step.of("recover", node=0),
         Step.of("advance", seconds=1),

@@ -30,6 +30,7 @@ from airflow_provider_dispatch.dispatch.errors import (
     DispatchError,
     ForbiddenError,
     InvalidNameError,
+    PodFenceError,
     PodsRemainError,
     RefusedError,
 )
@@ -37,6 +38,7 @@ from airflow_provider_dispatch.lab.apiserver.auth.auth import Authenticator, Use
 from airflow_provider_dispatch.lab.apiserver.auth.rbac_setup import ADMIN_USER
 from airflow_provider_dispatch.lab.runtime import Lab, write_kubeconfig
 from airflow_provider_dispatch.lab.scenario import manifests
+from airflow_provider_dispatch.lab.scenario.pod_fence import install_pod_fence, remove_pod_fence
 
 from .harness import Journal
 
@@ -211,8 +213,9 @@ async def test_without_nodes_a_node_is_not_readable_and_never_ceased(
     reader = await adapters("reader", read_only=True)
     cluster = rbac_lab.cluster()
     ref, node = _held_with_pods(cluster, node_state)
-    # the control: an identity that may read Nodes proves cessation where the node's state proves it
-    assert await reader.call("ceased", ref) is (node_state in ("fenced", "deleted"))
+    # the control: an identity that may read Nodes proves cessation where the node's state proves it (a deleted
+    # Node only once a writer's check recorded since when it is gone, and the wait has passed: fencing.py)
+    assert await reader.call("ceased", ref) is (node_state == "fenced")
     assert await no_nodes.call("ceased", ref) is False
     status = await no_nodes.call("inspect", ref)
     assert not status.ceased
@@ -221,6 +224,28 @@ async def test_without_nodes_a_node_is_not_readable_and_never_ceased(
         await no_nodes.call("release", ref)
     assert not refused.value.ceased
     assert "(not readable)" in str(refused.value)
+
+
+async def test_an_identity_that_may_not_read_the_pod_fence_is_told_which_role_to_grant(
+    rbac_lab: RbacLab, adapters: Any
+) -> None:
+    """The writer without dispatch-fence-reader (`no-nodes`, dispatch-writer alone), with `require_pod_fence`:
+    the check cannot verify the fence, refuses with the role to grant, and writes nothing. The fence is the check's
+    last read (after the pods, programs.py), so the previous execution left no pod here: nothing else refuses."""
+    install_pod_fence(rbac_lab.admin)
+    try:
+        no_fence = await adapters("no-nodes", require_pod_fence=True)
+        cluster = rbac_lab.cluster()
+        cluster.held_after_execution("ft-7", runtime=cluster.runtime(), admission=1, pods_on=[])
+        ref = f"{cluster.namespace}/ft-7"
+        revision = rbac_lab.revision()
+        with pytest.raises(PodFenceError) as refused:
+            await no_fence.call("release", ref)
+        assert "dispatch may not read the pod fence" in str(refused.value)
+        assert "dispatch-fence-reader" in str(refused.value)
+        assert rbac_lab.revision() == revision
+    finally:
+        remove_pod_fence(rbac_lab.admin)
 
 
 # --- crafted names ------------------------------------------------------------------------------------------

@@ -48,6 +48,10 @@ _MAX_WRITE_ATTEMPTS = 8
 
 USER_KEY = web.RequestKey("user", UserInfo)
 INFO_KEY = web.RequestKey("request_info", RequestInfo)
+CLOCK_OFFSET_KEY = web.RequestKey("clock_offset", float)
+"""Seconds the clock of the replica that answers this request is ahead of the lab clock (negative: behind). A
+middleware sets it to stage API server replicas behind a load balancer whose clocks differ (each kube-apiserver
+writes its own `time.Now()` into `Date`, Go's `net/http` `Server`): only the `Date` header moves."""
 
 
 def _status_success(details: Obj | None = None, code: int = 200) -> Obj:
@@ -110,10 +114,11 @@ class LabApiServer:
     async def _date_header(self, request: web.Request, response: web.StreamResponse) -> None:
         """Every answer's `Date` is the lab clock's, as a real API server's is its clock (Go's net/http sets it
         on every response): clients that judge elapsed time by the server's clock (dispatch's settle) see lab
-        time, which may run faster than the wall clock. And `Cache-Control: no-cache, private` unless the answer
-        set one, as the apiserver's `WithCacheControl` filter does (k8s.io/apiserver v0.36.3
-        `pkg/endpoints/filters/cachecontrol.go`): without it kubectl's HTTP cache served an earlier answer again."""
-        response.headers["Date"] = format_date_time(self.clock.now())
+        time, which may run faster than the wall clock. `CLOCK_OFFSET_KEY` shifts it for one request. And
+        `Cache-Control: no-cache, private` unless the answer set one, as the apiserver's `WithCacheControl` filter
+        does (k8s.io/apiserver v0.36.3 `pkg/endpoints/filters/cachecontrol.go`): without it kubectl's HTTP cache
+        served an earlier answer again."""
+        response.headers["Date"] = format_date_time(self.clock.now() + request.get(CLOCK_OFFSET_KEY, 0.0))
         response.headers.setdefault("Cache-Control", "no-cache, private")
 
     # ---------------------------------------------------------------------------------------- middleware
@@ -306,9 +311,11 @@ class LabApiServer:
         old: Obj | None,
         user: UserInfo,
         dry_run: bool,
+        options: Obj | None = None,
     ) -> Obj | None:
         """Mutating admission, defaulting, schema validation, validating admission; returns the object to store."""
         meta = (obj or old or {}).get("metadata") or {}
+        kind = {"CREATE": "CreateOptions", "UPDATE": "UpdateOptions", "DELETE": "DeleteOptions"}[operation]
         request = AdmissionRequest(
             operation,
             resource,
@@ -319,6 +326,7 @@ class LabApiServer:
             old,
             user,
             dry_run,
+            options if options is not None else {"kind": kind, "apiVersion": "meta.k8s.io/v1"},
         )
         await self.admission.mutate(request)
         if request.obj is not None:
@@ -618,7 +626,7 @@ class LabApiServer:
         key = (namespace or "", name)
         current = self._must_get(resource, namespace, name)
         check_preconditions(resource, current, options)
-        await self._admit("DELETE", resource, None, None, current, user, options.dry_run)
+        await self._admit("DELETE", resource, None, None, current, user, options.dry_run, options.as_object())
         latest = self._must_get(resource, namespace, name)
         outcome = decide(resource, latest, options, self.clock)
         if options.dry_run or outcome.action == "pending":

@@ -84,6 +84,18 @@ with _dag("dispatch_release_wait_deferrable") as dispatch_release_wait_deferrabl
         task_id="release", **CONF_TRAINJOB, on_pods_remaining="wait", wait_timeout=120, **WATCH_ONLY
     )
 
+with _dag("dispatch_release_wait_deferrable_rechecking") as dispatch_release_wait_deferrable_rechecking:
+    # a wait only time ends (a deleted Node becomes proof grace + 60 s + the skew bound after it was first seen):
+    # no watch event marks it, so the trigger's periodic re-check must (1 s of wall time, 100 s of lab time)
+    TrainJobReleaseOperator(
+        task_id="release",
+        **CONF_TRAINJOB,
+        on_pods_remaining="wait",
+        wait_timeout=120,
+        deferrable=True,
+        recheck_interval=1.0,
+    )
+
 with _dag("dispatch_release_wait_polling") as dispatch_release_wait_polling:
     TrainJobReleaseOperator(
         task_id="release",

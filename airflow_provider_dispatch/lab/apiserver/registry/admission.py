@@ -35,6 +35,9 @@ class AdmissionRequest:
     old: dict[str, Any] | None
     user: UserInfo
     dry_run: bool
+    options: dict[str, Any] | None = None
+    """The request's options as sent (`DeleteOptions` on DELETE, `UpdateOptions`, `CreateOptions`): what
+    `request.options` is to an admission policy (`admission_policies.py`)."""
 
 
 class AdmissionPlugin(Protocol):

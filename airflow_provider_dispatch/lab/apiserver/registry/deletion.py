@@ -53,6 +53,24 @@ class DeleteOptions:
     """The deprecated `orphanDependents` as given (None when not given): only an explicit false makes a deletion
     that did not remove the object at once answer 202 (`apiserver/pkg/endpoints/handlers/delete.go`)."""
 
+    def as_object(self) -> Obj:
+        """The options as a `DeleteOptions` object, only the fields given (what admission sees as options)."""
+        body: Obj = {"kind": "DeleteOptions", "apiVersion": "meta.k8s.io/v1"}
+        if self.grace_period_seconds is not None:
+            body["gracePeriodSeconds"] = self.grace_period_seconds
+        if self.propagation_policy is not None:
+            body["propagationPolicy"] = self.propagation_policy
+        preconditions = {
+            key: value
+            for key, value in (("uid", self.precondition_uid), ("resourceVersion", self.precondition_resource_version))
+            if value
+        }
+        if preconditions:
+            body["preconditions"] = preconditions
+        if self.dry_run:
+            body["dryRun"] = ["All"]
+        return body
+
     @classmethod
     def parse(cls, body: Obj | None, query: dict[str, str]) -> DeleteOptions:
         """From the DELETE body (a DeleteOptions object) and the query parameters, the body winning."""

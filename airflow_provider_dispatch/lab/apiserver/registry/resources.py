@@ -180,6 +180,15 @@ def builtin_types() -> list[ResourceType]:
         _builtin("rbac.authorization.k8s.io", "v1", "clusterroles", "ClusterRole", False),
         _builtin("rbac.authorization.k8s.io", "v1", "rolebindings", "RoleBinding", True),
         _builtin("rbac.authorization.k8s.io", "v1", "clusterrolebindings", "ClusterRoleBinding", False),
+        # in-process admission policies (apiserver/registry/admission_policies.py)
+        _builtin(
+            "admissionregistration.k8s.io", "v1", "validatingadmissionpolicies", "ValidatingAdmissionPolicy", False,
+            ("status",),
+        ),
+        _builtin(
+            "admissionregistration.k8s.io", "v1", "validatingadmissionpolicybindings",
+            "ValidatingAdmissionPolicyBinding", False,
+        ),
     ]  # fmt: skip
 
 

@@ -1012,6 +1012,45 @@ def _validate_pod(pod: Obj) -> list[FieldCause]:
     return causes
 
 
+def _default_match_resources(match: object) -> None:
+    """`SetDefaults_MatchResources` and the rules' `Scope` default (`pkg/apis/admissionregistration/v1/defaults.go`)."""
+    if not isinstance(match, dict):
+        return
+    match.setdefault("matchPolicy", "Equivalent")
+    match.setdefault("namespaceSelector", {})
+    match.setdefault("objectSelector", {})
+    for key in ("resourceRules", "excludeResourceRules"):
+        for rule in match.get(key) or ():
+            if isinstance(rule, dict):
+                rule.setdefault("scope", "*")
+
+
+def _default_admission_policy(policy: Obj) -> None:
+    """`SetDefaults_ValidatingAdmissionPolicySpec`: `failurePolicy: Fail`; the match constraints' defaults."""
+    spec = policy.get("spec")
+    if isinstance(spec, dict):
+        spec.setdefault("failurePolicy", "Fail")
+        _default_match_resources(spec.get("matchConstraints"))
+
+
+def _default_admission_policy_binding(binding: Obj) -> None:
+    spec = binding.get("spec")
+    if isinstance(spec, dict):
+        _default_match_resources(spec.get("matchResources"))
+
+
+def _validate_admission_policy_binding(binding: Obj) -> list[FieldCause]:
+    """The two required fields of `ValidateValidatingAdmissionPolicyBinding` (the rest is not checked)."""
+    raw = binding.get("spec")
+    spec: Obj = raw if isinstance(raw, dict) else {}
+    causes = []
+    if not spec.get("policyName"):
+        causes.append(f.required("spec.policyName"))
+    if not spec.get("validationActions"):
+        causes.append(f.required("spec.validationActions"))
+    return causes
+
+
 KIND_RULES: dict[str, KindRules] = {
     "Pod": KindRules(
         "V1Pod", True, defaulter=_default_pod, validator=_validate_pod, update_validator=validate_pod_update
@@ -1048,6 +1087,15 @@ KIND_RULES: dict[str, KindRules] = {
         defaulter=rbac.default_binding,
         validator=rbac.validate_cluster_role_binding,
         update_validator=rbac.validate_binding_update,
+    ),
+    # in-process admission policies (registry/admission_policies.py); only the defaults and the binding's two
+    # required fields of `pkg/apis/admissionregistration/validation` are reproduced
+    "ValidatingAdmissionPolicy": KindRules("V1ValidatingAdmissionPolicy", False, defaulter=_default_admission_policy),
+    "ValidatingAdmissionPolicyBinding": KindRules(
+        "V1ValidatingAdmissionPolicyBinding",
+        False,
+        defaulter=_default_admission_policy_binding,
+        validator=_validate_admission_policy_binding,
     ),
 }
 

@@ -1,0 +1,265 @@
+"""Issue 26 on the real control plane (the lab versions: tests/reliability/test_lost_pods.py): the pod fence on the
+real kube-apiserver, case 1 with the real Job controller, case 3 with real garbage collection, and finding 4 with
+the real PodGC, with the overlap recorder as the judge.
+
+What the real tier stages differently, and why:
+
+* case 1's slow binding is a pod the scheduler cannot place (its node cordoned) made placeable later, and the
+  Job controller's deletion comes late because kube-controller-manager is paused (SIGSTOP) across the hold;
+* case 2 (a creation in flight across the hold) is not staged here: the real API server cannot hold a request,
+  and pausing the Job controller alone before the hold only delays its next sync, which then sees the suspension
+  and creates nothing; it would take JobSet paused as well (its resume landed, its suspension not), whose
+  webhooks Trainer's applies go through. The lab stages it with a held creation (`lab.apiserver.delays`). To the
+  rule it is case 1's: a pod the record does not name under its node, listed by the refused release, kept, and
+  fenced at the API server;
+* case 3's exact window (Trainer reporting the namesake Suspended before its JobSet exists, while the
+  predecessor's Job lives) needs Trainer's apply to fail twice: staged here is the same wait with an orphaned Job
+  (the predecessor's JobSet deleted with `propagationPolicy: Orphan`);
+* finding 5 (two API server replicas whose clocks differ) needs two replicas: the real tier runs one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+from collections.abc import AsyncIterator, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import kubernetes
+import pytest
+from kubernetes.client import ApiException
+
+from airflow_provider_dispatch.dispatch import vocabulary as v
+from airflow_provider_dispatch.dispatch.assessment import Execution
+from airflow_provider_dispatch.dispatch.errors import PodsRemainError, SuspensionNotObservedError
+from airflow_provider_dispatch.dispatch.fence import POLICY_NAME
+from airflow_provider_dispatch.lab.real import RealCluster
+from airflow_provider_dispatch.lab.scenario.pod_fence import install_pod_fence, remove_pod_fence
+
+from .steps import DRAINED, OBSERVED, SETTLED, TRAINER, Either, RealSteps, make_adapter, until
+
+pytestmark = pytest.mark.slow
+UNSCHEDULABLE = "node.kubernetes.io/unschedulable"
+
+
+@pytest.fixture
+async def writer(real_cluster: RealCluster, steps: RealSteps) -> AsyncIterator[Either]:
+    either = await make_adapter("async", real_cluster.kubeconfig("writer", steps.namespace))
+    yield either
+    await either.close()
+
+
+@pytest.fixture
+def fenced(real_admin: kubernetes.client.ApiClient) -> Iterator[None]:
+    """dispatch's pod fence, installed as its administrator would; removed after (it is cluster-scoped, and
+    other real-tier tests force-delete pods on purpose)."""
+    install_pod_fence(real_admin)
+    try:
+        yield
+    finally:
+        remove_pod_fence(real_admin)
+
+
+@contextmanager
+def paused(cluster: RealCluster, program: str) -> Iterator[None]:
+    """The program's process stopped (SIGSTOP) until the block ends: its controllers act on nothing meanwhile."""
+    pid = cluster.pid(program)
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        yield
+    finally:
+        os.kill(pid, signal.SIGCONT)
+
+
+async def _running(steps: RealSteps, writer: Either, name: str, **runtime: Any) -> tuple[str, str, str]:
+    steps.node("a")
+    body = steps.manifest(name, steps.runtime(**runtime))
+    assert await until("open", lambda: writer.call("open", body)) == Execution(name, "1", 1)
+    (pod,) = steps.running_pods(name, 1, admission=1)
+    return pod.metadata.name, pod.metadata.uid, pod.spec.node_name
+
+
+def _pod_exists(steps: RealSteps, pod: str) -> bool:
+    return pod in [p.metadata.name for p in steps.core.list_namespaced_pod(steps.namespace).items]
+
+
+async def test_the_pod_fence_refuses_a_force_deletion_and_lets_podgc_through(
+    steps: RealSteps, writer: Either, fenced: None
+) -> None:
+    """On the real kube-apiserver: a person's force deletion of the Terminating pod on a lost node is refused,
+    naming the pod, its node and the way out; once the node is fenced, the real PodGC marks the pod Failed and
+    deletes it with grace 0, which the fence lets through, and release admits. Open and each admission recorded
+    the fence, and the admission verified it."""
+    name = "fenced"
+    ref = f"{steps.namespace}/{name}"
+    pod, uid, node = await _running(steps, writer, name)
+    recorded = json.loads(steps.trainjob(name)["metadata"]["annotations"][v.ANNOTATION_POD_FENCE])
+    assert recorded["admission"] == 1
+    steps.set_state(node, "lost")
+    assert await until("hold", lambda: writer.call("hold", ref)) == Execution(name, "1", 1)
+    steps.wait_ready(node, "Unknown")
+    with pytest.raises(PodsRemainError):
+        await until("release", lambda: writer.call("release", ref), retry=SETTLED)
+
+    with pytest.raises(ApiException) as refused:
+        steps.core.delete_namespaced_pod(pod, steps.namespace, grace_period_seconds=0)  # kubectl delete --force
+    assert refused.value.status == 403
+    body = str(refused.value.body)
+    assert f"ValidatingAdmissionPolicy '{POLICY_NAME}' with binding '{POLICY_NAME}' denied request" in body
+    assert f"pod {pod} of a dispatch TrainJob may still run on node {node}" in body
+    assert _pod_exists(steps, pod)
+    # nor may it be evicted with grace 0, nor taken out of its Job by its labels while it may run
+    eviction = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": pod, "namespace": steps.namespace}}
+    with pytest.raises(ApiException) as evicted:
+        steps.core.create_namespaced_pod_eviction(
+            pod, steps.namespace, {**eviction, "deleteOptions": {"gracePeriodSeconds": 0}}
+        )
+    assert evicted.value.status == 403
+    assert "an eviction with grace period 0" in str(evicted.value.body)
+    with pytest.raises(ApiException) as relabelled:
+        steps.core.patch_namespaced_pod(pod, steps.namespace, {"metadata": {"labels": {v.LABEL_JOBSET_NAME: None}}})
+    assert relabelled.value.status == 403
+    assert f"pod {pod} of a dispatch TrainJob has not finished" in str(relabelled.value.body)
+    assert steps.process_runs(uid)
+
+    steps.node("b")
+    steps.fence(node)
+    steps.wait("PodGC removes the pod of the fenced node", lambda: not _pod_exists(steps, pod) or None, timeout=90)
+    admitted = await until("release", lambda: writer.call("release", ref), retry=DRAINED)
+    assert admitted == Execution(name, "1", 2)
+    assert admitted.fence_note == ""
+    steps.running_pods(name, 1, admission=2)
+    assert steps.overlaps(name) == []
+
+
+async def test_case_1_a_pod_recorded_without_a_node_is_kept_under_its_node(
+    real_cluster: RealCluster, steps: RealSteps, writer: Either
+) -> None:
+    """Execution 2's pod cannot be placed (its node cordoned) when dispatch holds it, so the hold records it
+    without a node; kube-controller-manager is paused, so the Job controller deletes nothing yet. The node is
+    uncordoned: the real scheduler binds the pod, the machine runs it, and is then lost. The Job controller's
+    graceful deletion comes after, and the release that is refused lists the pod on its node and keeps it so. A
+    person force-deletes it (no fence here): release still refuses, by the record, until the node is fenced."""
+    name = "unbound"
+    ref = f"{steps.namespace}/{name}"
+    _, _, node = await _running(steps, writer, name)
+    assert await until("hold", lambda: writer.call("hold", ref)) == Execution(name, "1", 1)
+    steps.core.patch_node(node, {"spec": {"unschedulable": True}})
+    assert await until("release", lambda: writer.call("release", ref), retry=DRAINED) == Execution(name, "1", 2)
+    (pending,) = steps.wait(
+        "execution 2's pod waiting for a node",
+        lambda: [p for p in steps.pods(name) if p.status.phase == "Pending" and not p.spec.node_name] or None,
+    )
+    pod = pending.metadata.name
+    with paused(real_cluster, "kube-controller-manager"):
+        assert await until("hold", lambda: writer.call("hold", ref)) == Execution(name, "1", 2)
+        record = json.loads(steps.trainjob(name)["metadata"]["annotations"][v.ANNOTATION_EXECUTION_PODS])
+        assert record["unscheduled"] == [pod]
+        # uncordoned; the node lifecycle controller, paused with the rest, would also drop the taint it added for
+        # the cordon (`TaintNodesByCondition`): done here in its place
+        live = steps.core.read_node(node)
+        taints = [t for t in steps.api.sanitize_for_serialization(live.spec.taints or []) if t["key"] != UNSCHEDULABLE]
+        steps.core.patch_node(node, {"spec": {"unschedulable": False, "taints": taints or None}})
+        (bound,) = steps.running_pods(name, 1, admission=2)
+        uid = bound.metadata.uid
+        steps.set_state(node, "lost")
+    steps.wait(
+        "the Job controller deletes the pod",
+        lambda: steps.core.read_namespaced_pod(pod, steps.namespace).metadata.deletion_timestamp or None,
+    )
+    steps.wait_ready(node, "Unknown")
+    with pytest.raises(PodsRemainError):
+        await until("release", lambda: writer.call("release", ref), retry=SETTLED)
+    grown = json.loads(steps.trainjob(name)["metadata"]["annotations"][v.ANNOTATION_EXECUTION_PODS])
+    assert grown["nodes"] == {node: [pod]}
+    assert grown.get("unscheduled", []) == []
+
+    steps.core.delete_namespaced_pod(pod, steps.namespace, grace_period_seconds=0)  # kubectl delete --force
+    steps.wait("the pod object gone", lambda: not _pod_exists(steps, pod) or None)
+    with pytest.raises(PodsRemainError) as blocked:
+        await until("release", lambda: writer.call("release", ref), retry=SETTLED)
+    assert f"{pod} on {node} (Ready=Unknown" in str(blocked.value)
+    assert steps.process_runs(uid)
+    assert steps.overlaps(name) == []
+
+    steps.node("b")
+    steps.fence(node)
+    assert await until("release", lambda: writer.call("release", ref), retry=DRAINED) == Execution(name, "1", 3)
+    steps.running_pods(name, 1, admission=3)
+    assert steps.overlaps(name) == []
+
+
+async def test_case_3_a_namesake_waits_for_the_job_its_predecessor_left(
+    real_cluster: RealCluster, steps: RealSteps, writer: Either
+) -> None:
+    """The predecessor's JobSet is deleted with its Jobs orphaned, then the TrainJob: its Job lives on, owned by
+    nothing, its pod running. The namesake is refused, naming that Job, until it is gone, and then settles."""
+    name = "namesake"
+    _, uid, _ = await _running(steps, writer, name)
+    steps.custom.delete_namespaced_custom_object(
+        v.JOBSET.group, v.JOBSET.version, steps.namespace, "jobsets", name, propagation_policy="Orphan"
+    )
+    batch = kubernetes.client.BatchV1Api(steps.api)
+    (job,) = steps.wait(
+        "the Job orphaned",
+        lambda: (
+            [j for j in batch.list_namespaced_job(steps.namespace).items if not j.metadata.owner_references] or None
+        ),
+    )
+    steps.custom.delete_namespaced_custom_object(*TRAINER, steps.namespace, "trainjobs", name)
+    steps.wait(
+        "the TrainJob gone",
+        lambda: not steps.custom.list_namespaced_custom_object(*TRAINER, steps.namespace, "trainjobs")["items"] or None,
+    )
+    body = steps.manifest(name, steps.runtime())
+    body["metadata"]["labels"][v.LABEL_SUBMISSION] = "2"
+
+    async def refused_for_the_job() -> str:
+        try:
+            await writer.call("open", body)
+        except SuspensionNotObservedError as error:
+            if "was left by a deleted TrainJob of the same name" in str(error):
+                return str(error)
+            raise
+        raise AssertionError("the namesake was admitted beside its predecessor's Job")
+
+    refusal = await until("the namesake refused for the Job", refused_for_the_job, retry=OBSERVED)
+    assert f"Job {job.metadata.name}" in refusal
+    assert steps.process_runs(uid)
+
+    batch.delete_namespaced_job(job.metadata.name, steps.namespace, propagation_policy="Background")
+    admitted = await until("open", lambda: writer.call("open", body), retry=DRAINED, within=90)
+    assert admitted == Execution(name, "2", 1)
+    assert not steps.process_runs(uid)
+    steps.running_pods(name, 1, admission=1)
+    assert steps.overlaps(name) == []
+
+
+async def test_finding_4_a_node_deleted_while_its_machine_runs(steps: RealSteps, writer: Either) -> None:
+    """The process takes 100 s to stop after SIGTERM (grace 100 s); the hold deletes its pod, and a person
+    deletes the Node of the machine, which runs on. The real PodGC force-deletes the orphaned pod after its 40 s
+    quarantine (and up to 20 s more for its loop), while the machine still stops the process. release refuses:
+    the Node's deletion is proof only the grace plus 60 s and the skew bound after a release first found it
+    gone. (Before issue 26 it admitted as soon as PodGC had deleted the pod.)"""
+    name = "deleted-node"
+    ref = f"{steps.namespace}/{name}"
+    pod, uid, node = await _running(steps, writer, name, termination=100.0, grace=100)
+    assert await until("hold", lambda: writer.call("hold", ref)) == Execution(name, "1", 1)
+    with pytest.raises(PodsRemainError):
+        await until("release", lambda: writer.call("release", ref), retry=SETTLED)
+    steps.core.delete_node(node)
+    with pytest.raises(PodsRemainError) as gone:
+        await until("release", lambda: writer.call("release", ref), retry=SETTLED)
+    assert f"on {node} (gone" in str(gone.value)
+    steps.wait("PodGC deletes the orphaned pod", lambda: not _pod_exists(steps, pod) or None, timeout=90)
+    assert steps.process_runs(uid), "the process stopped before PodGC deleted its pod: nothing to test"
+    with pytest.raises(PodsRemainError) as refused:
+        await until("release", lambda: writer.call("release", ref), retry=SETTLED)
+    assert f"{pod} on {node} (gone, not yet proof)" in str(refused.value)
+    steps.node("b")
+    admitted = await until("release", lambda: writer.call("release", ref), retry=DRAINED, within=240)
+    assert admitted == Execution(name, "1", 2)
+    assert not steps.process_runs(uid)
+    assert steps.overlaps(name) == []
