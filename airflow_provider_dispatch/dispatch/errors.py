@@ -126,6 +126,11 @@ class FinishedError(RefusedError):
     """The held TrainJob has finished (Complete or Failed): unsuspending it would admit nothing."""
 
 
+class NotInChainError(RefusedError):
+    """A TrainJob carries a restart chain's job id but is not one of its submissions (`<name>-<k>`, labelled
+    submission k, run by Trainer's own controller): the chain cannot tell its executions apart from it."""
+
+
 # --- classification of API failures -------------------------------------------------------------------------
 
 _SCRUBBERS = (
