@@ -35,11 +35,13 @@ The cluster is the chain's memory. Every try of the task starts by reading the c
 (`dispatch.resume`) and goes on from what they show (`dispatch.restarts.from_cluster`): a retry, a Clear, a try
 Airflow failed while it ran (the stale-executor race, apache/airflow#72716) or a worker killed mid-chain resumes
 the chain where it stands, never from submission 1 again, and the restarts used are the submissions that exist.
-Before it opens submission k the chain reads again: when another try of the task (a zombie beside its retry)
-opened k already, it takes that TrainJob as it is. The create of `<name>-<k>` is the fence: of two tries only one
-creates it, and the other adopts it (the open's AlreadyExists of the same job id and submission), so two tries
-open at most one next submission. `per_run=True` gives each DAG run a chain of its own (`dispatch.restarts.
-run_key`): every try of a run finds its run's chain, and no run finds another's.
+A try that Airflow starts at an earlier try's deferral (a task cleared while it ran resumes at its last deferral,
+with that deferral's kwargs and event) sees it by the try number the deferral carried (`restart_try`), and reads
+the cluster too. Before it opens submission k the chain reads again: when another try of the task (a zombie
+beside its retry) opened k already, it takes that TrainJob as it is. The create of `<name>-<k>` is the fence: of
+two tries only one creates it, and the other adopts it (the open's AlreadyExists of the same job id and
+submission), so two tries open at most one next submission. `per_run=True` gives each DAG run a chain of its own
+(`dispatch.restarts.run_key`): every try of a run finds its run's chain, and no run finds another's.
 
 The race is also met less: after every deferral the triggers hold back `progress` (a wait reason that changed
 without changing any decision, such as pods going from Pending to Running) for `quiet_period` seconds, and the
@@ -86,6 +88,8 @@ from airflow_provider_dispatch.wait_reason import ShowsWaitReason
 XCOM_KEY = "restarts"
 #: the `next_kwargs` key of the chain's state
 STATE_KWARG = "restart_state"
+#: the `next_kwargs` key of the try that deferred (a later try resumed at that deferral goes on from the cluster)
+TRY_KWARG = "restart_try"
 DEFAULT_TRAINING_TIMEOUT = timedelta(days=7)
 #: seconds after a deferral during which the triggers hold back progress (Airflow's stale-executor race,
 #: apache/airflow#72716: the scheduler drains the deferring run's report within a few seconds, slower under load)
@@ -358,14 +362,33 @@ class TrainJobRestartOperator(ShowsWaitReason, TrainJobOpenOperator):
         timeout: timedelta | int | float | None = None,
     ) -> NoReturn:
         """Every deferral (the open's included) carries the chain's state to the resume method."""
+        carried = {**(kwargs or {}), STATE_KWARG: self.state.as_json()}
         if self._context is not None:
             self.publish(self._context)
-        carried = {**(kwargs or {}), STATE_KWARG: self.state.as_json()}
+            carried[TRY_KWARG] = self._context["ti"].try_number
         super().defer(trigger=trigger, method_name=method_name, kwargs=carried, timeout=timeout)
 
-    def resume(self, context: Context, restart_state: object) -> None:
-        """Rebuild the chain after a deferral: from `next_kwargs`, else from this try's XCom."""
+    def resume(self, context: Context, restart_state: object, restart_try: object = None) -> bool:
+        """Rebuild the chain after a deferral: from `next_kwargs`, else from this try's XCom (True).
+
+        False when this is a new try started at an earlier try's deferral: Airflow 3.3 clears a task that runs by
+        stopping it and starting the next try at the method its last deferral named, with that deferral's kwargs
+        and trigger event (`clear_task_instances` keeps `next_method` for a running task instance). What that
+        deferral carried may be long out of date, so the chain is read off the cluster instead, and the caller
+        goes on from there without the event."""
         self._context = context
+        current = context["ti"].try_number if restart_try is not None else None
+        if restart_try is not None and restart_try != current:
+            chain = self.chain()
+            self._state = self.from_cluster(chain, self.validated_max_restarts())
+            self.log.info(
+                "Try %s starts where try %s deferred (a task cleared while it ran resumes at its last deferral): "
+                "going on from the cluster, not from that deferral's event: %s",
+                current,
+                restart_try,
+                restarts.describe(self.state, chain),
+            )
+            return False
         source = "next_kwargs"
         if restart_state is None:
             restart_state, source = context["ti"].xcom_pull(task_ids=self.task_id, key=XCOM_KEY), "XCom"
@@ -376,12 +399,15 @@ class TrainJobRestartOperator(ShowsWaitReason, TrainJobOpenOperator):
             self._state = restarts.from_json(restart_state)
         except restarts.TransitionError as error:
             raise AirflowException(f"cannot resume the restart chain: {error}") from error
+        return True
 
     def resumed_event(
-        self, context: Context, event: Mapping[str, Any] | None, restart_state: object
-    ) -> tuple[Mapping[str, Any], object]:
-        """Rebuild the chain, then the trigger's event and its status; an `error` event raises (the one mapping)."""
-        self.resume(context, restart_state)
+        self, context: Context, event: Mapping[str, Any] | None, restart_state: object, restart_try: object
+    ) -> tuple[Mapping[str, Any], object] | None:
+        """Rebuild the chain, then the trigger's event and its status; an `error` event raises (the one mapping).
+        None: a new try that goes on from the cluster (`resume`), the event not its own."""
+        if not self.resume(context, restart_state, restart_try):
+            return None
         event = event or {}
         if event.get("status") == "error":
             raise exception_for_event(event)
@@ -412,19 +438,27 @@ class TrainJobRestartOperator(ShowsWaitReason, TrainJobOpenOperator):
         )
 
     def execute_complete(
-        self, context: Context, event: Mapping[str, Any] | None = None, restart_state: object = None
+        self,
+        context: Context,
+        event: Mapping[str, Any] | None = None,
+        restart_state: object = None,
+        restart_try: object = None,
     ) -> dict[str, Any]:
         """Resume the open from `PodsDrainedTrigger` (a namesake's pods), then go on with the chain."""
-        self.resume(context, restart_state)
-        self.opening(lambda: super(TrainJobRestartOperator, self).execute_complete(context, event))
+        if self.resume(context, restart_state, restart_try):
+            self.opening(lambda: super(TrainJobRestartOperator, self).execute_complete(context, event))
         return self.run_chain(context)
 
     def settled_complete(
-        self, context: Context, event: Mapping[str, Any] | None = None, restart_state: object = None
+        self,
+        context: Context,
+        event: Mapping[str, Any] | None = None,
+        restart_state: object = None,
+        restart_try: object = None,
     ) -> dict[str, Any]:
         """Resume the open after its hold settled, then go on with the chain."""
-        self.resume(context, restart_state)
-        self.opening(lambda: super(TrainJobRestartOperator, self).settled_complete(context, event))
+        if self.resume(context, restart_state, restart_try):
+            self.opening(lambda: super(TrainJobRestartOperator, self).settled_complete(context, event))
         return self.run_chain(context)
 
     # --- the outcome ---------------------------------------------------------------------------------------
@@ -471,10 +505,17 @@ class TrainJobRestartOperator(ShowsWaitReason, TrainJobOpenOperator):
         return finished
 
     def outcome_complete(
-        self, context: Context, event: Mapping[str, Any] | None = None, restart_state: object = None
+        self,
+        context: Context,
+        event: Mapping[str, Any] | None = None,
+        restart_state: object = None,
+        restart_try: object = None,
     ) -> dict[str, Any]:
         """Resume from `TrainJobOutcomeTrigger`: the outcome moves the chain on; a timeout fails the task."""
-        event, status = self.resumed_event(context, event, restart_state)
+        resumed = self.resumed_event(context, event, restart_state, restart_try)
+        if resumed is None:
+            return self.run_chain(context)
+        event, status = resumed
         if status not in ("finished", "timeout", "progress"):
             raise AirflowException(f"TrainJobOutcomeTrigger sent an event this operator does not know: {status!r}")
         check = outcome_from_event(event)
@@ -516,10 +557,17 @@ class TrainJobRestartOperator(ShowsWaitReason, TrainJobOpenOperator):
         self.defer_until(trigger, "drain_complete", deadline)
 
     def drain_complete(
-        self, context: Context, event: Mapping[str, Any] | None = None, restart_state: object = None
+        self,
+        context: Context,
+        event: Mapping[str, Any] | None = None,
+        restart_state: object = None,
+        restart_try: object = None,
     ) -> dict[str, Any]:
         """Resume from `PodsDrainedTrigger`: drained or ceased moves on, progress re-defers, timeout fails."""
-        event, status = self.resumed_event(context, event, restart_state)
+        resumed = self.resumed_event(context, event, restart_state, restart_try)
+        if resumed is None:
+            return self.run_chain(context)
+        event, status = resumed
         if not isinstance(event.get("report"), Mapping):
             raise AirflowException(f"PodsDrainedTrigger sent an event this operator does not know: {status!r}")
         if not self.drain_shown(context, event):
@@ -533,4 +581,4 @@ class TrainJobRestartOperator(ShowsWaitReason, TrainJobOpenOperator):
         return self.run_chain(context)
 
 
-__all__ = ["STATE_KWARG", "XCOM_KEY", "TrainJobRestartOperator"]
+__all__ = ["STATE_KWARG", "TRY_KWARG", "XCOM_KEY", "TrainJobRestartOperator"]

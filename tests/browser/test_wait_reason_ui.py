@@ -24,9 +24,9 @@ import time
 from typing import Any
 
 import pytest
-from airflow_stack import AirflowStack
 from browser_support import Artifacts, DrillLab
-from processes import wait_until
+from deployment.airflow_stack import AirflowStack
+from deployment.processes import wait_until
 from ui_pages import (
     open_and_wait_for,
     press,

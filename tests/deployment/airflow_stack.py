@@ -30,8 +30,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from airflow_rest import AirflowApiError, AirflowRest
-from processes import Service, free_port, wait_until
+from deployment.airflow_rest import AirflowApiError, AirflowRest
+from deployment.processes import Service, free_port, wait_until
 
 #: the components, in start order; each is `airflow <argv...>`
 COMPONENTS: dict[str, list[str]] = {
@@ -65,8 +65,14 @@ class AirflowStack:
 
     @classmethod
     def create(
-        cls, home: Path, log_dir: Path, dags_folder: Path, connections: Mapping[str, Mapping[str, Any]]
+        cls,
+        home: Path,
+        log_dir: Path,
+        dags_folder: Path,
+        connections: Mapping[str, Mapping[str, Any]],
+        settings: Mapping[str, str] | None = None,
     ) -> AirflowStack:
+        """`settings`: more `AIRFLOW__...` variables (the restart soak's concurrency), applied last."""
         api_port = free_port()
         base_url = f"http://127.0.0.1:{api_port}"
         env = {key: value for key, value in os.environ.items() if not key.startswith("AIRFLOW")}
@@ -91,11 +97,15 @@ class AirflowStack:
                 "AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT": str(free_port()),
                 "AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT": str(free_port()),
                 "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "5",
+                # a task's worker parses its DAG file before it runs; on a loaded 2-core machine that can pass the
+                # 30 s default, and the try is then rescheduled during startup
+                "AIRFLOW__CORE__DAGBAG_IMPORT_TIMEOUT": "120",
                 "AIRFLOW__SCHEDULER__ENABLE_HEALTH_CHECK": "False",
                 "AIRFLOW__OPERATORS__DEFAULT_DEFERRABLE": "False",
                 "PYTHONUNBUFFERED": "1",
             }
         )
+        env.update(settings or {})
         for conn_id, connection in connections.items():
             env[f"AIRFLOW_CONN_{conn_id.upper()}"] = json.dumps(dict(connection))
         home.mkdir(parents=True, exist_ok=True)
@@ -179,6 +189,21 @@ class AirflowStack:
             services=self.services,
             describe=lambda: f"import errors: {json.dumps(errors)[:4000]}",
         )
+
+    def service(self, name: str) -> Service:
+        found = [service for service in self.services if service.name == name]
+        if not found:
+            raise KeyError(f"no component {name} started (components: {[s.name for s in self.services]})")
+        return found[-1]
+
+    def restart(self, name: str) -> Service:
+        """Stop one component (SIGTERM to its group, then SIGKILL) and start it again as a new process, its log
+        continued: what an operator's restart or a crashed pod's replacement does."""
+        old = self.service(name)
+        old.stop()
+        fresh = Service(name, old.argv, self.env, old.log_path, self.home).start()
+        self.services[self.services.index(old)] = fresh
+        return fresh
 
     def stop(self) -> dict[str, int | None]:
         """Stop the components, the api-server last (the others talk to it while they shut down)."""
