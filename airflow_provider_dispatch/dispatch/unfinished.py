@@ -54,6 +54,8 @@ _PENDING_REMEDIES: Final = {
     "CreateContainerError": "fix the container's command, mounts or security settings",
 }
 _STARTING_REMEDY: Final = "nothing to do yet: the scheduler and the kubelet are at work"
+#: the urgency of pods that are only starting: nobody has to act on them, so their changes are no progress
+STARTING_URGENCY: Final = 9
 
 
 @dataclass(frozen=True)
@@ -112,10 +114,15 @@ class Unfinished:
 
     @cached_property
     def fingerprint(self) -> str:
-        """Equal exactly when the same things block in the same way: what counts as progress for a trigger."""
+        """Equal exactly when the same things block in the same way: what counts as progress for a trigger.
+
+        Pods that are only starting (`STARTING_URGENCY`: nothing to do) are left out: their start is the commonest
+        change of a training just opened, changes no decision and asks nothing of anyone, and a task woken for it
+        right after its deferral meets Airflow's stale executor event (apache/airflow#72716). The trigger logs it."""
         entries = (
             {"pod": pod, "node": node, "node_state": state}
             for blocker in self.blockers
+            if blocker.urgency < STARTING_URGENCY
             for pod, node, state in blocker.entries
         )
         return fingerprint(entries)
@@ -200,7 +207,7 @@ def _pending_blockers(pods: Sequence[Mapping[str, Any]]) -> list[Blocker]:
                 headline=f"{listed} Pending ({reason}): {remedy}",
                 details=_split_details(quoted, reason),
                 entries=tuple((name, "", f"Pending: {reason}") for name in names),
-                urgency=9 if remedy == _STARTING_REMEDY else 7,
+                urgency=STARTING_URGENCY if remedy == _STARTING_REMEDY else 7,
             )
         )
     return blockers

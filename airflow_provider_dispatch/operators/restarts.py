@@ -63,7 +63,7 @@ submission's outcome; the XCom `restarts` keeps the history. A new try of an exh
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import timedelta
 from typing import Any, NoReturn
 
@@ -295,7 +295,7 @@ class TrainJobRestartOperator(ShowsWaitReason, TrainJobOpenOperator):
         self._state = state
         return True
 
-    def opening(self, open_call: Any) -> None:
+    def opening(self, open_call: Callable[[], Mapping[str, Any]]) -> None:
         """Run the open (first call or resumed after its deferral) and record what it opened. A submission that
         finished meanwhile (another try of this task ran it and held it) is no refusal: the chain goes on from
         what the cluster shows."""

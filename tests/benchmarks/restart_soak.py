@@ -5,13 +5,16 @@
 
 What it runs. A lab (TLS, RBAC, every controller of a training cluster and the fencing agent: `soak_lab`) and a
 real Airflow 3 deployment against it (`deployment.airflow_stack`: api-server, scheduler with the LocalExecutor,
-dag-processor, triggerer, each its own process). Each chain is a run of the example DAG `restart_operator`
-(`TrainJobRestartOperator`, `max_restarts=3`, the examples' `retries=3`), in a namespace and on a runtime of its
-own, two pods per submission. The chain's story (`ChainPlan`) is told by the soak through the lab only, never
-through the task: submissions 1 to f fail (one rank exits 3, `exit-now`: the Job fails, the JobSet and the
-TrainJob with it), submission f+1 completes (every rank exits 0); in some chains a node under submission 1 is
-lost first (frozen, then fenced by the lab's fencing agent after `fence_after` lab seconds: its pod blocks the
-chain until then, as in a cluster whose remediation agent powers a lost machine off).
+dag-processor, triggerer, each its own process). Each chain is a manual run (no logical date) of the soak's DAG
+(tests/deployment/dags/restart_soak.py: the example `restart_operator`'s `TrainJobRestartOperator`,
+`max_restarts=3`, with `per_run=True` and `retries=6`, for the tries the faults cost), in a namespace and on a
+runtime of its own, two pods per submission. The chain's story (`ChainPlan`) is told through the lab only, never
+through the task: submissions 1 to f fail (their ranks exit 3 after `RUN_SECONDS_LAB`, or at once when the
+task has just deferred: a fast failure), submission f+1 completes; in some chains a node under submission 1 is
+lost first (frozen, then fenced by the lab's fencing agent after 300 lab seconds: its pod blocks the chain until
+then, as in a cluster whose remediation agent powers a lost machine off). Those chains run on nodes of their
+own (`LOSSY_POOL`), so a node they lose holds no other kind of chain's pods; two of them can still share one,
+and a submission failed that way is counted as an extra failure, which the chain restarts like any other.
 
 The faults. Each chain meets one or two, at a stage of one of its submissions (`FAULTS`):
 
@@ -29,13 +32,14 @@ The chain's deferrals are mostly at `outcome`; a TrainJob fails only once its po
 terminal condition waits for them), so `hold` and `drain` run in one worker run after the outcome, and the soak
 catches the worker there by holding its request.
 
-What it reports, per chain and in total: the task's end state (red: anything but success), its tries and how many
-of them resumed from the cluster (their log says what the cluster showed), the stale-executor races met (the
-scheduler's "finished with state success, but the task instance's state attribute is running" for the task),
-whether the TrainJobs in the cluster match what the chain reports (its XCom `restarts` and return value: the same
-TrainJobs, submissions, admissions and outcomes, f restarts), whether any TrainJob was admitted twice (the lab's
-admission ledger), and whether two executions ever ran at once (the lab's overlap recorder, within each TrainJob
-and across the chain's submissions).
+What it reports, per chain and in total: the task's end state (red: anything but success), its tries, those that
+ran the chain and those that resumed it from the cluster (their logs say what the cluster showed), its deferrals
+and the stale-executor races met (the scheduler's "finished with state success, but the task instance's state
+attribute is ..." for a try whose worker last deferred; a try the soak killed is reported the same way by the
+LocalExecutor, and is not counted), whether the chain is what the cluster shows (its XCom `restarts` and return
+value name the same TrainJobs, submissions, admissions and outcomes as the cluster, which shows every submission
+but the last Failed and the last Complete, each admitted once), and whether two executions ever ran at once (the
+lab's overlap recorder, within each TrainJob and across the chain's submissions).
 
 tests/browser/test_restart_operator_triggerer.py runs a few chains of it in the suite (`run_chains` on that
 module's lab and deployment).
@@ -59,6 +63,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any, Final, TypeVar
 
@@ -72,6 +77,7 @@ from deployment.airflow_rest import AirflowApiError, AirflowRest
 from deployment.airflow_stack import AirflowStack
 from deployment.processes import POLL_INTERVAL, Service, wait_until
 
+from airflow_provider_dispatch.dispatch.restarts import run_key
 from airflow_provider_dispatch.dispatch.vocabulary import (
     ANNOTATION_ADMISSION,
     CLUSTER_TRAINING_RUNTIME,
@@ -101,9 +107,23 @@ Obj = dict[str, Any]
 
 ROOT: Final = Path(__file__).resolve().parents[2]
 EXAMPLE_DAGS: Final = ROOT / "example_dags"
-DAG_ID: Final = "restart_operator"
-DAG_FILE: Final = "restart_operator.py"
+SOAK_DAG_FILE: Final = Path(__file__).resolve().parents[1] / "deployment" / "dags" / "restart_soak.py"
 TASK_ID: Final = "train"
+
+
+@dataclass(frozen=True)
+class SoakDag:
+    """The DAG a chain is a run of, and whether it gives each run its own chain (`per_run`)."""
+
+    dag_id: str
+    dag_file: str
+    per_run: bool
+
+
+#: the example DAG as a user runs it (retries=3; each chain named by the soak)
+EXAMPLE_DAG: Final = SoakDag("restart_operator", "restart_operator.py", per_run=False)
+#: the soak's own (tests/deployment/dags/restart_soak.py): per_run, and retries=6 for the tries its faults cost
+SOAK_DAG: Final = SoakDag("restart_soak", "restart_soak.py", per_run=True)
 #: the example DAG's defaults the soak relies on (its retries absorb a killed worker and a race)
 MAX_RESTARTS: Final = 3
 #: the faults, as (kind, stage): every stage of the chain meets every fault that can reach it
@@ -212,10 +232,16 @@ class SoakLab:
         return kubernetes.config.new_client_from_config(config_file=str(self.kubeconfigs["admin"]))
 
 
+#: the label and taint of the nodes the lost-node chains run on, so that a node they lose holds no other chain's pods
+LOSSY_POOL: Final = "dispatch-soak/pool"
+LOSSY_TAINT: Final = {"key": LOSSY_POOL, "value": "lossy", "effect": "NoSchedule"}
+
+
 @contextlib.contextmanager
-def soak_lab(speed: float = 10.0, nodes: int = 6) -> Iterator[SoakLab]:
+def soak_lab(speed: float = 10.0, nodes: int = 6, lossy: int = 3) -> Iterator[SoakLab]:
     """The lab with every controller of a training cluster (no Kueue) and its fencing agent, TLS and RBAC,
-    `nodes` nodes and the default runtime, and a `RequestDelays` the soak holds the task's requests with."""
+    `nodes` nodes and the default runtime, `lossy` more nodes (labelled and tainted `LOSSY_POOL`) for the chains
+    that lose one, and a `RequestDelays` the soak holds the task's requests with."""
     delays = RequestDelays()
     with Lab(
         speed=speed, rbac=True, tls=True, controllers=cluster_controllers(kueue=False), middlewares=(delays.middleware,)
@@ -227,6 +253,8 @@ def soak_lab(speed: float = 10.0, nodes: int = 6) -> Iterator[SoakLab]:
         api = kubernetes.config.new_client_from_config(config_file=str(kubeconfigs["admin"]))
         try:
             with Scenario(lab) as scenario:
+                for index in range(1, lossy + 1):
+                    scenario.add_node(f"lossy-{index}", labels={LOSSY_POOL: "lossy"}, taints=[LOSSY_TAINT])
                 yield SoakLab(lab, scenario, delays, kubeconfigs, api)
         finally:
             api.close()
@@ -314,6 +342,8 @@ class ChainResult:
     missed: list[Fault] = field(default_factory=list)
     trainjobs: list[str] = field(default_factory=list)
     mismatches: list[str] = field(default_factory=list)
+    #: submissions that failed beyond the story's: on a node another chain lost (the chain restarted them too)
+    extra_failures: int = 0
     double_admissions: list[str] = field(default_factory=list)
     overlaps: list[str] = field(default_factory=list)
     seconds: float = 0.0
@@ -327,8 +357,10 @@ class ChainResult:
 class Chain:
     """Runs one chain's story against the lab and the deployment, and checks what it left."""
 
-    def __init__(self, plan: ChainPlan, soak: SoakLab, stack: AirflowStack, lock: threading.Lock) -> None:
+    def __init__(self, plan: ChainPlan, soak: SoakLab, stack: AirflowStack, lock: threading.Lock, dag: SoakDag) -> None:
         self.plan = plan
+        self.dag = dag
+        self.base = plan.name  # with per_run: the name and the run's key, once the run exists
         self.soak = soak
         self.stack = stack
         self.rest = SoakRest(stack.base_url)
@@ -343,11 +375,11 @@ class Chain:
     # --- what the chain is doing ------------------------------------------------------------------------------
 
     def ti(self) -> dict[str, Any]:
-        return self.rest.task_instance(DAG_ID, self.result.run_id, TASK_ID)
+        return self.rest.task_instance(self.dag.dag_id, self.result.run_id, TASK_ID)
 
     def chain_state(self) -> dict[str, Any] | None:
         try:
-            value = self.rest.xcom(DAG_ID, self.result.run_id, TASK_ID, key="restarts")
+            value = self.rest.xcom(self.dag.dag_id, self.result.run_id, TASK_ID, key="restarts")
         except AssertionError:  # not pushed yet (404)
             return None
         return value if isinstance(value, dict) else None
@@ -386,7 +418,7 @@ class Chain:
         return found
 
     def name(self, submission: int) -> str:
-        return f"{self.plan.name}-{submission}"
+        return f"{self.base}-{submission}"
 
     def running_pods(self, submission: int) -> list[tuple[str, str]] | None:
         """(pod, node) of the submission's pods once both run its execution 1."""
@@ -409,7 +441,16 @@ class Chain:
                 "num_nodes": 2,
                 "max_restarts": MAX_RESTARTS,
             }
-            self.result.run_id = self.rest.trigger_once(DAG_ID, conf, f"soak__{self.plan.namespace}")
+            self.result.run_id = self.rest.trigger_once(self.dag.dag_id, conf, f"soak__{self.plan.namespace}")
+            if self.dag.per_run:  # a manual run without a logical date: the key is its run_after's and its id's
+                run = self.rest.dag_run(self.dag.dag_id, self.result.run_id)
+                key = run_key(
+                    dag_id=self.dag.dag_id,
+                    task_id=TASK_ID,
+                    run_id=self.result.run_id,
+                    date=datetime.fromisoformat(str(run["logical_date"] or run["run_after"])),
+                )
+                self.base = f"{self.plan.name}-{key}"
             for submission in range(1, self.plan.submissions + 1):
                 self.tell(submission)
             self.result.state = self.wait("the run to end", self.run_ended, bound=CHAIN_BOUND)
@@ -424,7 +465,7 @@ class Chain:
         return self.result
 
     def run_ended(self) -> str | None:
-        state = str(self.rest.dag_run(DAG_ID, self.result.run_id).get("state"))
+        state = str(self.rest.dag_run(self.dag.dag_id, self.result.run_id).get("state"))
         return state if state in ("success", "failed") else None
 
     def setup(self) -> None:
@@ -440,6 +481,9 @@ class Chain:
         }
         job_spec["backoffLimit"] = 0
         job_spec["template"]["spec"]["restartPolicy"] = "Never"
+        if self.plan.lost_node:  # on the lossy nodes only, which no other kind of chain runs on
+            job_spec["template"]["spec"]["nodeSelector"] = {LOSSY_POOL: "lossy"}
+            job_spec["template"]["spec"]["tolerations"] = [{**LOSSY_TAINT, "operator": "Equal"}]
         coords = CLUSTER_TRAINING_RUNTIME
         self.custom.create_cluster_custom_object(coords.group, coords.version, coords.plural, body)
 
@@ -518,7 +562,7 @@ class Chain:
         if fault.kind == "kill-worker":
             self.kill_task_process(ti)
         else:
-            self.rest.clear(DAG_ID, self.result.run_id, TASK_ID)
+            self.rest.clear(self.dag.dag_id, self.result.run_id, TASK_ID)
         try_number = int(ti["try_number"])
         self.wait(
             f"try {try_number} to end",
@@ -534,7 +578,7 @@ class Chain:
         ti = self.ti()
         started = time.monotonic()
         if fault.kind == "clear":
-            self.rest.clear(DAG_ID, self.result.run_id, TASK_ID)
+            self.rest.clear(self.dag.dag_id, self.result.run_id, TASK_ID)
         else:
             with self.triggerer_lock:
                 self.stack.restart("triggerer")
@@ -613,17 +657,24 @@ class Chain:
             str(h["trainjob"]).split("/", 1)[1]: (int(h["submission"]), h["admission"], h["outcome"])
             for h in chain.get("history") or []
         }
-        expected = {
-            self.name(k): (k, 1, "Failed" if k <= plan.failures else "Complete") for k in range(1, plan.submissions + 1)
-        }
-        for what, found in (("the cluster", cluster), ("the chain's XCom", reported)):
-            if found != expected:
-                result.mismatches.append(f"{what} shows {found}, the story made {expected}")
+        if reported != cluster:
+            result.mismatches.append(f"the chain's XCom shows {reported}, the cluster {cluster}")
+        # the chain as the cluster shows it: its submissions in order, each run once, every one but the last failed
+        submissions = sorted(cluster.values())
+        shape = [(k, 1, "Failed") for k in range(1, len(submissions))] + [(len(submissions), 1, "Complete")]
+        if submissions != shape:
+            result.mismatches.append(f"the cluster shows {cluster}, not a chain that ended in one Complete")
+        if self.name(1) not in cluster:
+            result.mismatches.append(f"no TrainJob {self.name(1)} (the chain's names): {sorted(cluster)}")
+        # more failures than the story made: a submission on a node another chain lost (frozen, then fenced)
+        result.extra_failures = max(0, len(submissions) - plan.submissions)
+        if len(submissions) < plan.submissions:
+            result.mismatches.append(f"{len(submissions)} submissions, the story failed {plan.failures}")
         if result.task_state == "success":
-            value = rest.xcom(DAG_ID, result.run_id, TASK_ID)
-            last = self.name(plan.submissions)
-            if value.get("trainjob") != f"{plan.namespace}/{last}" or value.get("restarts") != plan.failures:
-                result.mismatches.append(f"the return value {value} is not submission {plan.submissions}'s")
+            value = rest.xcom(self.dag.dag_id, result.run_id, TASK_ID)
+            last = self.name(len(submissions))
+            if value.get("trainjob") != f"{plan.namespace}/{last}" or value.get("restarts") != len(submissions) - 1:
+                result.mismatches.append(f"the return value {value} is not the last submission's ({last})")
         ledger = self.soak.lab.inner.ledger
         for name in result.trainjobs:
             admissions = self.soak.lab.call(functools.partial(ledger.history, plan.namespace, name))
@@ -650,7 +701,7 @@ class Chain:
             if "Workload finished" in line and "workload_id=" in line:
                 workload = line.split("workload_id=", 1)[1].split()[0]
                 last_state[workload] = line.split("final_state=", 1)[1].split()[0] if "final_state=" in line else ""
-            elif STALE_EVENT in line and f"{DAG_ID}.{TASK_ID} {run}" in line and "ti_id=" in line:
+            elif STALE_EVENT in line and f"{self.dag.dag_id}.{TASK_ID} {run}" in line and "ti_id=" in line:
                 workload = line.split("ti_id=", 1)[1].split(">", 1)[0].split()[0]
                 found += last_state.get(workload) == "deferred"
         return found
@@ -664,7 +715,7 @@ class Chain:
         path = (
             self.stack.home
             / "logs"
-            / f"dag_id={DAG_ID}"
+            / f"dag_id={self.dag.dag_id}"
             / f"run_id={self.result.run_id}"
             / f"task_id={TASK_ID}"
             / f"attempt={try_number}.log"
@@ -707,17 +758,17 @@ def ancestors(pid: int) -> list[int]:
 
 
 def run_chains(
-    soak: SoakLab, stack: AirflowStack, chain_plans: Sequence[ChainPlan], parallel: int
+    soak: SoakLab, stack: AirflowStack, chain_plans: Sequence[ChainPlan], parallel: int, dag: SoakDag = EXAMPLE_DAG
 ) -> list[ChainResult]:
-    """Run the chains on a deployment that has `restart_operator` parsed, at most `parallel` at once."""
-    SoakRest(stack.base_url).unpause(DAG_ID)
+    """Run the chains as runs of `dag` (parsed by the deployment), at most `parallel` at once."""
+    SoakRest(stack.base_url).unpause(dag.dag_id)
     lock = threading.Lock()
     results: dict[int, ChainResult] = {}
     pending = list(chain_plans)
     running: list[threading.Thread] = []
 
     def one(plan: ChainPlan) -> None:
-        results[plan.index] = Chain(plan, soak, stack, lock).run()
+        results[plan.index] = Chain(plan, soak, stack, lock, dag).run()
 
     while pending or running:
         running = [t for t in running if t.is_alive()]
@@ -739,7 +790,8 @@ def summary(results: Sequence[ChainResult], seconds: float) -> dict[str, Any]:
         "chains": len(results),
         "lost_nodes": sum(1 for r in results if r.plan.lost_node),
         "submissions": sum(len(r.trainjobs) for r in results),
-        "restarts": sum(r.plan.failures for r in results),
+        "restarts": sum(max(len(r.trainjobs) - 1, 0) for r in results),
+        "extra_failures": sum(r.extra_failures for r in results),
         "faults": dict(sorted(faults.items())),
         "faults_total": sum(faults.values()),
         "faults_missed": sum(len(r.missed) for r in results),
@@ -759,14 +811,18 @@ def run(chains: int, parallel: int, seed: int, speed: float, keep: Path | None =
     started = time.monotonic()
     home = Path(tempfile.mkdtemp(prefix="dispatch-soak-airflow-"))
     logs = (keep or home) / "airflow-logs"
+    dags = home / "dags"  # the soak's DAG beside what the example DAGs share
+    dags.mkdir(parents=True)
+    shutil.copy(EXAMPLE_DAGS / "dispatch_examples.py", dags)
+    shutil.copy(SOAK_DAG_FILE, dags)
     with soak_lab(speed=speed) as soak:
-        stack = AirflowStack.create(home, logs, EXAMPLE_DAGS, stack_connections(soak.kubeconfigs), SETTINGS)
+        stack = AirflowStack.create(home, logs, dags, stack_connections(soak.kubeconfigs), SETTINGS)
         try:
             stack.migrate()
             stack.start()
             stack.wait_ready()
-            stack.wait_for_dag(DAG_ID, DAG_FILE)
-            results = run_chains(soak, stack, plans(chains, seed), parallel)
+            stack.wait_for_dag(SOAK_DAG.dag_id, SOAK_DAG.dag_file)
+            results = run_chains(soak, stack, plans(chains, seed), parallel, SOAK_DAG)
         finally:
             stack.stop()
             if keep is not None and (home / "logs").is_dir():
@@ -774,7 +830,7 @@ def run(chains: int, parallel: int, seed: int, speed: float, keep: Path | None =
             shutil.rmtree(home, ignore_errors=True)
     return {
         "machine": machine(),
-        "config": {"chains": chains, "parallel": parallel, "seed": seed, "speed": speed},
+        "config": {"chains": chains, "parallel": parallel, "seed": seed, "speed": speed, "dag": SOAK_DAG.dag_id},
         "summary": summary(results, time.monotonic() - started),
         "chains": [{**asdict(r), "red": r.red} for r in results],
     }
@@ -810,6 +866,7 @@ def render_markdown(results: dict[str, Any]) -> str:
             f"Lost nodes: {total['lost_nodes']}.",
             f"Red tasks: {total['red']}. Tries: {total['tries']}, resumed from the cluster: {total['resumed_tries']}. "
             f"Deferrals: {total['deferrals']}; stale-executor races met: {total['races']}.",
+            f"Submissions failed beyond the stories (on a node another chain lost): {total['extra_failures']}. "
             f"Mismatches between the cluster and the chains: {total['mismatches']}; TrainJobs admitted twice: "
             f"{total['double_admissions']}; executions at once: {total['overlaps']}. "
             f"Wall time {total['wall_seconds']:.0f} s.",
