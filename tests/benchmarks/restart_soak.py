@@ -5,10 +5,10 @@
 
 What it runs. A lab (TLS, RBAC, every controller of a training cluster and the fencing agent: `soak_lab`) and a
 real Airflow 3 deployment against it (`deployment.airflow_stack`: api-server, scheduler with the LocalExecutor,
-dag-processor, triggerer, each its own process). Each chain is a manual run (no logical date) of the soak's DAG
-(tests/deployment/dags/restart_soak.py: the example `restart_operator`'s `TrainJobRestartOperator`,
-`max_restarts=3`, with `per_run=True` and `retries=6`, for the tries the faults cost), in a namespace and on a
-runtime of its own, two pods per submission. The chain's story (`ChainPlan`) is told through the lab only, never
+dag-processor, triggerer, each its own process). Each chain is a manual run (no logical date) of the example DAG
+`nightly_restarts` (`TrainJobRestartOperator`, `per_run=True`, `max_restarts=3`) as written, but for its id
+(`restart_soak`), no schedule, and `retries=6` for the tries the faults cost (`soak_dag_file`), in a namespace and
+on a runtime of its own, two pods per submission. The chain's story (`ChainPlan`) is told through the lab only, never
 through the task: submissions 1 to f fail (their ranks exit 3 after `RUN_SECONDS_LAB`, or at once when the
 task has just deferred: a fast failure), submission f+1 completes; in some chains a node under submission 1 is
 lost first (frozen, then fenced by the lab's fencing agent after 300 lab seconds: its pod blocks the chain until
@@ -107,7 +107,16 @@ Obj = dict[str, Any]
 
 ROOT: Final = Path(__file__).resolve().parents[2]
 EXAMPLE_DAGS: Final = ROOT / "example_dags"
-SOAK_DAG_FILE: Final = Path(__file__).resolve().parents[1] / "deployment" / "dags" / "restart_soak.py"
+#: the example DAG the soak runs, as written but for these: its id, no schedule (the soak's runs are manual, with
+#: no logical date), and the retries its faults cost (each killed worker costs a try, besides those Airflow itself
+#: fails on a loaded machine)
+SOAK_SOURCE: Final = EXAMPLE_DAGS / "nightly_restarts.py"
+SOAK_CHANGES: Final = (
+    ('"nightly_restarts",', '"restart_soak",'),
+    ('schedule="0 2 * * *",', "schedule=None,"),
+    ("retries=3,", "retries=6,"),
+    ("retry_delay=timedelta(minutes=1),", "retry_delay=timedelta(seconds=5),"),
+)
 TASK_ID: Final = "train"
 
 
@@ -122,8 +131,23 @@ class SoakDag:
 
 #: the example DAG as a user runs it (retries=3; each chain named by the soak)
 EXAMPLE_DAG: Final = SoakDag("restart_operator", "restart_operator.py", per_run=False)
-#: the soak's own (tests/deployment/dags/restart_soak.py): per_run, and retries=6 for the tries its faults cost
+#: the example `nightly_restarts` (per_run) as the soak runs it (`soak_dag_file`)
 SOAK_DAG: Final = SoakDag("restart_soak", "restart_soak.py", per_run=True)
+
+
+def soak_dag_file(folder: Path) -> Path:
+    """Write the soak's DAG into `folder`: `SOAK_SOURCE` with `SOAK_CHANGES` (each found exactly once, so that an
+    example that changed fails here rather than soaking something else)."""
+    text = SOAK_SOURCE.read_text()
+    for old, new in SOAK_CHANGES:
+        if text.count(old) != 1:
+            raise AssertionError(f"{SOAK_SOURCE.name} should say {old!r} exactly once, to run it as the soak's DAG")
+        text = text.replace(old, new)
+    path = folder / SOAK_DAG.dag_file
+    path.write_text(text)
+    return path
+
+
 #: the example DAG's defaults the soak relies on (its retries absorb a killed worker and a race)
 MAX_RESTARTS: Final = 3
 #: the faults, as (kind, stage): every stage of the chain meets every fault that can reach it
@@ -451,6 +475,7 @@ class Chain:
                     date=datetime.fromisoformat(str(run["logical_date"] or run["run_after"])),
                 )
                 self.base = f"{self.plan.name}-{key}"
+            self.inject_open(1)  # the faults at the first open, armed before the run was triggered
             for submission in range(1, self.plan.submissions + 1):
                 self.tell(submission)
             self.result.state = self.wait("the run to end", self.run_ended, bound=CHAIN_BOUND)
@@ -793,6 +818,7 @@ def summary(results: Sequence[ChainResult], seconds: float) -> dict[str, Any]:
         "restarts": sum(max(len(r.trainjobs) - 1, 0) for r in results),
         "extra_failures": sum(r.extra_failures for r in results),
         "faults": dict(sorted(faults.items())),
+        "faults_planned": sum(len(r.plan.faults) for r in results),
         "faults_total": sum(faults.values()),
         "faults_missed": sum(len(r.missed) for r in results),
         "red": sum(1 for r in results if r.red),
@@ -814,7 +840,7 @@ def run(chains: int, parallel: int, seed: int, speed: float, keep: Path | None =
     dags = home / "dags"  # the soak's DAG beside what the example DAGs share
     dags.mkdir(parents=True)
     shutil.copy(EXAMPLE_DAGS / "dispatch_examples.py", dags)
-    shutil.copy(SOAK_DAG_FILE, dags)
+    soak_dag_file(dags)
     with soak_lab(speed=speed) as soak:
         stack = AirflowStack.create(home, logs, dags, stack_connections(soak.kubeconfigs), SETTINGS)
         try:
@@ -862,7 +888,8 @@ def render_markdown(results: dict[str, Any]) -> str:
         [
             f"# Restart soak: {total['chains']} chains ({describe_machine(results['machine'])})",
             "",
-            f"Faults injected ({total['faults_total']}): {faults} (planned but missed: {total['faults_missed']}). "
+            f"Faults injected ({total['faults_total']} of {total['faults_planned']} planned): {faults} (an outcome's "
+            f"that came before the task deferred on it: {total['faults_missed']}). "
             f"Lost nodes: {total['lost_nodes']}.",
             f"Red tasks: {total['red']}. Tries: {total['tries']}, resumed from the cluster: {total['resumed_tries']}. "
             f"Deferrals: {total['deferrals']}; stale-executor races met: {total['races']}.",

@@ -42,6 +42,8 @@ COMPONENTS: dict[str, list[str]] = {
 }
 #: the components the api-server's health endpoint reports, and must report healthy
 HEALTH_COMPONENTS = ("metadatabase", "scheduler", "triggerer", "dag_processor")
+#: seconds a writer of the sqlite metadata database waits for its lock (`create`)
+SQLITE_BUSY_SECONDS = 120
 #: bounds (seconds) that only fail the test: the api-server alone takes ~35-40 s here (research §5)
 MIGRATE_BOUND = 300.0
 READY_BOUND = 240.0
@@ -105,10 +107,16 @@ class AirflowStack:
                 "PYTHONUNBUFFERED": "1",
             }
         )
+        # sqlite's busy timeout: a writer waits this long for the lock instead of failing with "database is
+        # locked" (the default 5 s; five processes on a loaded 2-core machine hold it longer: the dag-processor
+        # exited on it once). `[database] sql_alchemy_connect_args` names a dict to import, from the home.
+        home.mkdir(parents=True, exist_ok=True)
+        (home / "dispatch_stack_sqlite.py").write_text(f"CONNECT_ARGS = {{'timeout': {SQLITE_BUSY_SECONDS}}}\n")
+        env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONNECT_ARGS"] = "dispatch_stack_sqlite.CONNECT_ARGS"
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(home), env.get("PYTHONPATH", "")) if p)
         env.update(settings or {})
         for conn_id, connection in connections.items():
             env[f"AIRFLOW_CONN_{conn_id.upper()}"] = json.dumps(dict(connection))
-        home.mkdir(parents=True, exist_ok=True)
         log_dir.mkdir(parents=True, exist_ok=True)
         return cls(home, log_dir, env, api_port)
 
