@@ -15,6 +15,7 @@ worth retrying; 130 interrupted by Ctrl-C before the answer (`DispatchGroup`).
 from __future__ import annotations
 
 import asyncio
+import os
 from pathlib import Path
 from typing import Any
 
@@ -216,6 +217,53 @@ def _check_names(ctx: click.Context, param: click.Parameter, values: tuple[str, 
     help="Admit TrainJobs whose runtime carries this risk (repeatable): their controllers may start a second "
     "process of one rank; every such admission is logged. Default: refuse them.",
 )
+@click.option(
+    "--leader-elect/--no-leader-elect",
+    default=False,
+    show_default=True,
+    help="Run as one candidate of several replicas: only the holder of a coordination.k8s.io Lease works and "
+    "writes; the others wait to take over (docs/kueue.md, 'High availability').",
+)
+@click.option(
+    "--leader-election-namespace",
+    default=None,
+    help="The Lease's namespace (default: the Pod's, from $POD_NAMESPACE or its service account; else "
+    "dispatch-system).",
+)
+@click.option(
+    "--leader-election-id",
+    default="dispatch-admission-controller",
+    show_default=True,
+    help="The Lease's name.",
+)
+@click.option(
+    "--lease-duration-seconds",
+    type=click.FloatRange(min=1.0),
+    default=15.0,
+    show_default=True,
+    help="How long a standby waits, after it last saw the Lease renewed, before it takes it over.",
+)
+@click.option(
+    "--renew-deadline-seconds",
+    type=click.FloatRange(min=0.1),
+    default=10.0,
+    show_default=True,
+    help="How long the leader keeps trying to renew before it stops leading (less than the lease duration).",
+)
+@click.option(
+    "--retry-period-seconds",
+    type=click.FloatRange(min=0.1),
+    default=2.0,
+    show_default=True,
+    help="How often the leader renews and a standby tries to acquire.",
+)
+@click.option(
+    "--http-bind-address",
+    default=None,
+    metavar="[HOST]:PORT",
+    help="Serve /healthz, /readyz and /metrics (Prometheus) there, e.g. :8080 (needs the controller extra). "
+    "Default: no HTTP server.",
+)
 @click.option("--log-format", type=click.Choice(["json", "text"]), default="json", show_default=True)
 @click.option(
     "--log-level", type=click.Choice(["debug", "info", "warning", "error"]), default="info", show_default=True
@@ -229,6 +277,13 @@ def admission_controller(
     shutdown_grace_seconds: float,
     settle_seconds: float,
     accepted_risks: tuple[str, ...],
+    leader_elect: bool,
+    leader_election_namespace: str | None,
+    leader_election_id: str,
+    lease_duration_seconds: float,
+    renew_deadline_seconds: float,
+    retry_period_seconds: float,
+    http_bind_address: str | None,
     log_format: str,
     log_level: str,
 ) -> None:
@@ -237,13 +292,47 @@ def admission_controller(
     For each Workload of a dispatch TrainJob with quota reserved and the check Pending, it runs the drain
     check: while pods of the previous execution remain the check stays Pending and names them; when none
     remain it raises the admission number on the TrainJob and sets the check Ready, and Kueue admits it.
-    It keeps its AdmissionChecks Active. Logs are JSON lines on stderr. Exit 0 after SIGTERM or SIGINT, 1 when
-    the kubeconfig or in-cluster configuration cannot be loaded.
+    It keeps its AdmissionChecks Active. With --leader-elect, several replicas run and one works. Logs are JSON
+    lines on stderr. Exit 0 after SIGTERM or SIGINT, 1 when the kubeconfig or in-cluster configuration cannot be
+    loaded, 4 when --http-bind-address is given without the controller extra.
     """
+    from airflow_provider_dispatch.extras import EXIT_MISSING_EXTRA
     from airflow_provider_dispatch.kueue.controller import ControllerOptions
+    from airflow_provider_dispatch.kueue.endpoints import (
+        CONTROLLER_EXTRA_INSTALL,
+        metrics_available,
+        parse_bind_address,
+    )
+    from airflow_provider_dispatch.kueue.leader import ElectionConfig, default_identity
     from airflow_provider_dispatch.kueue.logs import configure
-    from airflow_provider_dispatch.kueue.runner import run_admission_controller
+    from airflow_provider_dispatch.kueue.runner import POD_NAME_ENV, election_namespace, run_admission_controller
 
+    http_address = None
+    if http_bind_address is not None:
+        try:
+            http_address = parse_bind_address(http_bind_address)
+        except ValueError as error:
+            raise click.BadParameter(str(error), param_hint="--http-bind-address") from None
+        if not metrics_available():
+            click.echo(
+                "dispatch admission-controller --http-bind-address serves /metrics, which needs the controller "
+                f"extra (missing: prometheus-client): {CONTROLLER_EXTRA_INSTALL}",
+                err=True,
+            )
+            raise click.exceptions.Exit(EXIT_MISSING_EXTRA)
+    election = None
+    if leader_elect:
+        try:
+            election = ElectionConfig(
+                namespace=election_namespace(leader_election_namespace),
+                identity=default_identity(os.environ.get(POD_NAME_ENV)),
+                name=leader_election_id,
+                lease_duration=lease_duration_seconds,
+                renew_deadline=renew_deadline_seconds,
+                retry_period=retry_period_seconds,
+            )
+        except ValueError as error:
+            raise click.UsageError(f"leader election: {error}") from None
     configure(log_format, log_level)
     options = ControllerOptions(
         check_names=frozenset(check_names) or None, workers=workers, resync_seconds=resync_seconds
@@ -255,6 +344,8 @@ def admission_controller(
                 context=context,
                 options=options,
                 grace_seconds=shutdown_grace_seconds,
+                election=election,
+                http_address=http_address,
                 settle_seconds=settle_seconds,
                 accepted_risks=frozenset(accepted_risks),
             )

@@ -1,4 +1,5 @@
-"""`dispatch lab`: serve the lab (`lab serve`) or run the real control plane (`lab real`), until interrupted.
+"""`dispatch lab`: serve the lab (`lab serve`) or run the real control plane (`lab real`), until interrupted; and
+the controls of a served lab (`lab node`, `lab pod`, `lab clock`, `lab verdict`: `cli_lab_controls.py`).
 
 Its own module so that the provider commands (`cli.py`) and the lab's commands change independently; `cli.py`
 registers the group. Bad options are usage errors (exit 2) before anything starts or is written; a port already
@@ -19,15 +20,20 @@ from typing import Any
 
 import click
 
+from airflow_provider_dispatch.cli_lab_controls import COMMANDS as CONTROL_COMMANDS
 from airflow_provider_dispatch.cli_options import workdir_option
 from airflow_provider_dispatch.extras import require_lab_extra
+
+#: the subcommands that run a lab or a control plane in this process, and so need the `lab` extra
+SERVING_COMMANDS = ("serve", "real")
 
 
 @click.group()
 @click.pass_context
 def lab(ctx: click.Context) -> None:
-    """The local Kubernetes API lab: a loopback API server with a simulated cluster."""
-    require_lab_extra(f"dispatch lab {ctx.invoked_subcommand}")
+    """The local Kubernetes API lab: a loopback API server with a simulated cluster, and its controls."""
+    if ctx.invoked_subcommand in SERVING_COMMANDS:
+        require_lab_extra(f"dispatch lab {ctx.invoked_subcommand}")
 
 
 def kubeconfig_paths(target: Path, identities: tuple[str, ...]) -> dict[str, Path]:
@@ -103,18 +109,26 @@ def serve(port: int, speed: float, kubeconfig_path: Path, nodes: int, bare: bool
     from airflow_provider_dispatch.lab.apiserver.auth.rbac_setup import IDENTITIES
     from airflow_provider_dispatch.lab.runtime import AsyncLab
     from airflow_provider_dispatch.lab.scenario.presets import ClusterShape, cluster_controllers, provision
+    from airflow_provider_dispatch.lab.scenario.served import LabControls
 
     paths = kubeconfig_paths(kubeconfig_path, IDENTITIES if rbac else ("admin",))
 
     async def run(tls_dir: Path | None) -> None:
+        controls = LabControls()
         served = AsyncLab(
-            speed=speed, port=port, controllers=() if bare else cluster_controllers(), rbac=rbac, tls_dir=tls_dir
+            speed=speed,
+            port=port,
+            controllers=() if bare else cluster_controllers(),
+            rbac=rbac,
+            tls_dir=tls_dir,
+            middlewares=(controls.middleware,),
         )
         try:
             await served.start()
         except OSError as error:
             reason = "address already in use" if error.errno == errno.EADDRINUSE else (error.strerror or str(error))
             raise click.ClickException(f"cannot listen on 127.0.0.1:{port}: {reason}") from None
+        controls.bind(served)
         try:
             if not bare:
                 scenario = await provision(served, ClusterShape(nodes=nodes), runtime=False)
@@ -134,6 +148,7 @@ def serve(port: int, speed: float, kubeconfig_path: Path, nodes: int, bare: bool
                 loop.add_signal_handler(signum, stop.set)
             await stop.wait()
         finally:
+            await controls.close()
             await served.stop()
 
     if not tls:
@@ -144,11 +159,11 @@ def serve(port: int, speed: float, kubeconfig_path: Path, nodes: int, bare: bool
 
 
 @lab.command("real")
-@_nodes_option(2, "the lab's simulated kubelet")
+@_nodes_option(2, "a hollow kubelet (the real kubelet, on simulated processes)")
 @workdir_option("Folder for keys, kubeconfigs, data and logs (default: a new temporary folder, removed at the end).")
 def real(nodes: int, workdir: Path | None) -> None:
     """Run the real control plane (etcd, kube-apiserver, controller manager, scheduler, JobSet, Trainer, Kueue,
-    as controlplane/build makes them) with simulated nodes, until interrupted (Ctrl-C)."""
+    as controlplane/build makes them) with hollow nodes, until interrupted (Ctrl-C)."""
     import logging
     import threading
 
@@ -176,3 +191,7 @@ def real(nodes: int, workdir: Path | None) -> None:
     finally:
         click.echo("stopping the real control plane")
         cluster.stop()
+
+
+for _control in CONTROL_COMMANDS:
+    lab.add_command(_control)

@@ -18,8 +18,8 @@ import click
 from airflow_provider_dispatch.cli_options import MACHINE_OUTPUTS, ClusterOptions
 from airflow_provider_dispatch.dispatch import vocabulary
 from airflow_provider_dispatch.dispatch.assessment import Mode, Status
-from airflow_provider_dispatch.dispatch.errors import DispatchError
-from airflow_provider_dispatch.dispatch.programs import Listed
+from airflow_provider_dispatch.dispatch.errors import DispatchError, RefusedError
+from airflow_provider_dispatch.dispatch.programs import Listed, server_time
 from airflow_provider_dispatch.dispatch.validation import parse_ref
 from airflow_provider_dispatch.dispatch.vocabulary import ApiCoordinates
 from airflow_provider_dispatch.list_view import changed_rows, list_document, render_list_rows
@@ -64,8 +64,8 @@ def report(read: Callable[[DispatchAdapter, datetime], _T], shown: Shown[_T], op
             _watch(read, shown, options)
             return
         with _adapter(options) as adapter:
-            answer = read(adapter, datetime.now(UTC))
-            text = shown.first(answer, datetime.now(UTC))
+            answer, now = _timed_read(read, adapter)
+            text = shown.first(answer, now)
             if text:
                 click.echo(text)
             raise click.exceptions.Exit(shown.code(answer))
@@ -87,14 +87,33 @@ def _watch(read: Callable[[DispatchAdapter, datetime], _T], shown: Shown[_T], op
 
     with interrupts() as inbox, _adapter(options) as adapter:
         watch(
-            lambda: read(adapter, datetime.now(UTC)),
-            lambda first: shown.first(first, datetime.now(UTC)),
-            lambda before, after: shown.again(before, after, datetime.now(UTC)),
-            shown.sources,
+            lambda: _timed_read(read, adapter),
+            lambda first: shown.first(*first),
+            lambda before, after: shown.again(before[0], *after),
+            lambda timed: shown.sources(timed[0]),
             adapter.api_client,
             inbox,
             click.echo,
         )
+
+
+def server_now(adapter: DispatchAdapter) -> datetime:
+    """The API server's clock (the `Date` of its answer to `GET /version`): what AGE and the deadlines are
+    measured against, as `kubectl get` measures AGE (the API server prints the Table, on its own clock). A
+    machine whose clock is off, or a lab whose time runs faster than the wall clock, then still reads ages that
+    agree with kubectl's. A server that refuses to tell its time leaves the local clock; one that does not answer
+    fails the command at once, as its read would."""
+    try:
+        moment = adapter.run(server_time("the API server's clock"))
+    except RefusedError:
+        moment = None
+    return moment if moment is not None else datetime.now(UTC)
+
+
+def _timed_read(read: Callable[[DispatchAdapter, datetime], _T], adapter: DispatchAdapter) -> tuple[_T, datetime]:
+    """The answer of `read`, and the server's now it was read and is shown at."""
+    now = server_now(adapter)
+    return read(adapter, now), now
 
 
 def status_sources(status: Status) -> list[tuple[ApiCoordinates, str | None]]:

@@ -34,7 +34,9 @@ from pathlib import Path
 from typing import Any
 
 import airflow_provider_dispatch
+from airflow_provider_dispatch.dispatch.reasons import WAITING_FOR_PODS
 from airflow_provider_dispatch.dispatch.vocabulary import TAINT_OUT_OF_SERVICE
+from airflow_provider_dispatch.lab.truth.verdict import TrainJobVerdict, verdict_of
 
 DAG_ID = "lost_node_drill"
 WAIT_REASON_TASK_LOGGER = "PodsDrainedSensor"
@@ -111,7 +113,8 @@ def wait_reasons(records: Sequence[LogRecord]) -> list[str]:
     for record in records:
         if not record.logger.endswith(WAIT_REASON_TASK_LOGGER):
             continue
-        if record.message.startswith(("waiting for the pods", "ceased:", "drained:")) and record.message not in seen:
+        full = WAITING_FOR_PODS in record.message or record.message.startswith(("Ceased:", "Drained:"))
+        if full and record.message not in seen:
             seen.append(record.message)
     return seen
 
@@ -139,17 +142,16 @@ def drill_report(records: Sequence[LogRecord]) -> dict[str, Any] | None:
 
 @dataclass
 class LabVerdict:
-    """What the lab itself saw, whatever Airflow says: overlaps, admissions, the fenced node."""
+    """What the lab itself saw, whatever Airflow says: its verdict on the TrainJob (`lab.truth.verdict`), and
+    the fenced node and its state."""
 
-    overlaps: list[str]
-    admissions: list[str | None]
-    executions_run: dict[int, list[str]]
+    trainjob: TrainJobVerdict
     fenced: list[str]
     node_state: dict[str, str] = field(default_factory=dict)
 
     @property
     def one_at_a_time(self) -> bool:
-        return not self.overlaps and self.admissions == ["1", "2"]
+        return self.trainjob.kept and self.trainjob.admissions == ("1", "2")
 
 
 def airflow_environment(home: Path, dags_folder: Path, writer: Path, admin: Path) -> dict[str, str]:
@@ -187,14 +189,10 @@ def _verdict(lab: Any, namespace: str, name: str) -> LabVerdict:
     from airflow_provider_dispatch.lab.simulated.nodes.fencing import FencingAgent
 
     with Scenario(lab) as scenario:
-        overlaps = [overlap.describe() for overlap in scenario.overlaps(namespace, name)]
-        runs: dict[int, list[str]] = {}
-        for record in scenario.processes(namespace, name):
-            runs.setdefault(record.admission or 0, []).append(f"{record.pod} on {record.node}")
-    history = lab.call(lambda: lab.inner.ledger.history(namespace, name))
+        trainjob = lab.call(lambda: verdict_of(scenario.recorder, lab.inner.ledger, namespace, name))
     agents = [c for c in lab.inner.controllers if isinstance(c, FencingAgent)]
     fenced = lab.call(lambda: [node for agent in agents for node in agent.fenced])
-    return LabVerdict(overlaps, [entry.admission_annotation for entry in history], runs, fenced)
+    return LabVerdict(trainjob, fenced)
 
 
 def _node_state(admin: Path, node: str) -> str:
@@ -254,7 +252,7 @@ def render_summary(
             f"3. while {node} was frozen, PodsDrainedSensor waited; its wait reason (log, rendered field, XCom):",
         ]
         for reason in reasons:
-            if reason.startswith("waiting"):
+            if WAITING_FOR_PODS in reason:  # still waiting (not `Ceased:` or `Drained:`)
                 lines += _wrapped(reason, "     ")
         lines += [
             f"4. {node} not Ready for {float(frozen.get('fence_after_seconds', 'nan')):g} lab seconds: the lab's "
@@ -274,12 +272,7 @@ def render_summary(
             f"6. {_identity(report.get('released'))} runs: {_places(report.get('running'))}",
         ]
     lines += ["", "The lab's verdict (its overlap recorder and admission ledger, which no task can influence):"]
-    admitted = ", ".join(str(a) for a in verdict.admissions) or "none"
-    lines.append(f"   admissions of {ref}: {admitted}")
-    for admission, runs in sorted(verdict.executions_run.items()):
-        lines.append(f"   execution {admission} ran: {', '.join(runs)}")
-    lines.append(f"   overlaps between executions: {len(verdict.overlaps)}")
-    lines += [f"     {overlap}" for overlap in verdict.overlaps]
+    lines += verdict.trainjob.lines()
     timing = ", ".join(f"{what} {value:.0f}s" for what, value in seconds.items())
     lines += ["", f"wall time: {timing}", f"full log: {log}"]
     return lines

@@ -1,11 +1,11 @@
 """The `lab` extra: what it brings, and the one line that says what to install when it is missing.
 
-`pip install airflow-provider-dispatch` brings what an Airflow worker needs and nothing more. The lab (the local
-API server and its simulated cluster), the real control plane's launcher and `dispatch demo` import more: JSON
-patches, CEL validation of the CRDs, a CA for the real control plane. Those come with
-`airflow-provider-dispatch[lab]`. A lab command run without them stops before anything starts, prints one line on
-standard error that names the command to run (`LAB_EXTRA_INSTALL`), and exits `EXIT_MISSING_EXTRA`, rather than
-failing with an ImportError deep inside the lab.
+The package without extras brings what an Airflow worker needs and nothing more. The lab (the local API server
+and its simulated cluster), the real control plane's launcher and `dispatch demo` import more: JSON patches, CEL
+validation of the CRDs, a CA for the real control plane. Those come with the `lab` extra (`pip install './[lab]'`
+in a clone: the package is on no index yet). A lab command run without them stops before anything starts,
+prints one line on standard error that names the command to run (`LAB_EXTRA_INSTALL`), and exits
+`EXIT_MISSING_EXTRA`, rather than failing with an ImportError deep inside the lab.
 
 Checked by `importlib.util.find_spec`, which finds a module without importing it: the check costs nothing and
 leaves `sys.modules` as it was.
@@ -24,8 +24,12 @@ LAB_EXTRA_MODULES: Final[Mapping[str, str]] = {
     "celpy": "cel-python",
     "jsonpatch": "jsonpatch",
     "cryptography": "cryptography",
+    # the real control plane's hollow kubelets reach the lab's machines over CRI (lab/real/cri.py, cri_stubs.py)
+    "grpc": "grpcio",
+    "grpc_tools": "grpcio-tools",
 }
-LAB_EXTRA_INSTALL: Final = "pip install 'airflow-provider-dispatch[lab]'"
+#: the package is on no index yet (docs/quickstart.md, "Install"): the extra is installed from a clone
+LAB_EXTRA_INSTALL: Final = "pip install './[lab]' in a clone of airflow-provider-dispatch (it is on no package index)"
 #: a lab command's exit code when the `lab` extra is not installed (docs/cli.rst, "Exit codes")
 EXIT_MISSING_EXTRA: Final = 4
 

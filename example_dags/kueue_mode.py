@@ -3,9 +3,9 @@
 A TrainJob with the label `kueue.x-k8s.io/queue-name` belongs to Kueue: Kueue suspends and unsuspends it, and
 re-admits it by itself whenever its Workload is requeued. dispatch therefore runs its drain check in a Kueue
 admission check controller (`dispatch admission-controller`): each time Kueue reserves quota for the Workload,
-the check stays `Pending` while pods of the previous execution remain, with the message `waiting for pods of the
-previous execution to go: <pod> on <node> (<node state>), ...`, and turns `Ready` (raising the admission number A on the
-TrainJob) only when none remains. Then Kueue admits (docs: kueue).
+the check stays `Pending` while pods of the previous execution remain, its message saying first what to do (or what
+is awaited) about them, then `pods of the previous execution remain: <pod> on <node> (<node state>), ...`, and turns
+`Ready` (raising the admission number A on the TrainJob) only when none remains. Then Kueue admits (docs: kueue).
 
 What it shows:
 

@@ -49,8 +49,8 @@ def lab() -> Iterator[Lab]:
 @pytest.fixture(scope="session")
 def real_cluster() -> Iterator[RealCluster]:
     """The real control plane (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, JobSet, Trainer,
-    Kueue) with two simulated nodes. The build, if this machine has none, is scripts/test's job: a fixture's time
-    is bounded by pytest-timeout."""
+    Kueue) with two hollow nodes (the real kubelet on simulated processes). The build, if this machine has none, is
+    scripts/test's job: a fixture's time is bounded by pytest-timeout."""
     with RealCluster(build=locate(build=False), nodes=("node-1", "node-2")) as cluster:
         yield cluster
 
@@ -124,5 +124,5 @@ def namespace(core_v1: kubernetes.client.CoreV1Api, server: Server) -> Iterator[
     yield name
     if server.name == "real":
         # The real controllers act on what a test leaves (Trainer builds JobSets, Jobs make pods that the
-        # simulated kubelets run): the namespace controller removes it all.
+        # nodes' kubelets run): the namespace controller removes it all.
         core_v1.delete_namespace(name)

@@ -10,7 +10,7 @@ are not API calls (compacting the store) are methods here, one per server.
 
 What the real server runs that the session lab does not: the Trainer, JobSet, Job, Kueue, scheduler, PodGC and
 garbage collector controllers. So the conformance tests' pods name a scheduler nobody runs (`pod`): the real
-scheduler would otherwise bind them and the simulated kubelets run them, which adds writes the tests do not make.
+scheduler would otherwise bind them and the nodes' kubelets run them, which adds writes the tests do not make.
 """
 
 from __future__ import annotations

@@ -27,23 +27,27 @@ from airflow_provider_dispatch.demo import (
     render_summary,
     wait_reasons,
 )
+from airflow_provider_dispatch.lab.truth.verdict import TrainJobVerdict
 
 ROOT = Path(__file__).resolve().parents[1]
 DISPATCH = Path(sys.executable).with_name("dispatch")
 SENSOR = "airflow.task.operators.sensors.PodsDrainedSensor"
 T0, T1, T2 = "2026-12-02T16:47:28.478080Z", "2026-12-02T16:47:32.754746Z", "2026-12-02T16:47:35.664398Z"
-WAITING = "waiting for the pods of TrainJob d/t to go: pod p on n"
+WAITING = "Waiting until the pods of TrainJob d/t (execution 1) are gone or proven stopped."
 
 LOG = f"""$ airflow dags test lost_node_drill
 2026-12-02T16:47:02.490902Z [warning  ] Could not import graphviz.
 You might need to install the graphviz package. [py.warnings] category=UserWarning lineno=57
-{T0} [info     ] {WAITING} (Ready=True)
+{T0} [info     ] Waiting for the kubelet of n to stop 1 pod (Ready=True)
+{WAITING}
 Pod p on node n (Ready=True) is terminating. [{SENSOR}] loc=base.py:122
 2026-12-02T16:47:28.492619Z [info     ] Pausing task as DEFERRED.      [task] dag_id=d loc=task_runner.py:1466
-{T1} [info     ] {WAITING} (Ready=Unknown)
+{T1} [info     ] Confirm n is powered off, then taint it out-of-service (Ready=Unknown)
+{WAITING}
 Node n is not Ready (Ready=Unknown): it stays until the node is tainted. [{SENSOR}] loc=base.py:122
-{T1} [info     ] still waiting for TrainJob d/t: remaining pods: p [{SENSOR}] loc=base.py:124
-{T2} [info     ] ceased: every remaining pod of TrainJob d/t is proven gone. x [{SENSOR}] loc=base.py:122
+{T1} [info     ] Confirm n is powered off, then taint it out-of-service (Ready=Unknown) [{SENSOR}] loc=base.py:124
+{T2} [info     ] Ceased: every remaining pod of TrainJob d/t is proven stopped
+x [{SENSOR}] loc=base.py:122
 {T2} [info     ] DRILL REPORT {{"released": {{"admission": 2}}}} [dispatch_example_lost_node_drill] loc=x.py:200
 """
 
@@ -59,12 +63,13 @@ def test_log_records_keep_multi_line_messages_and_their_logger() -> None:
 
 def test_wait_reasons_are_the_sensors_distinct_reasons_in_order() -> None:
     reasons = wait_reasons(log_records(LOG + LOG))  # twice: each reason is kept once
+    # the full reasons (the first line repeated alone on a later poke is not one), then the end of the wait
     assert [reason.splitlines()[0] for reason in reasons] == [
-        f"{WAITING} (Ready=True)",
-        f"{WAITING} (Ready=Unknown)",
-        "ceased: every remaining pod of TrainJob d/t is proven gone. x",
+        "Waiting for the kubelet of n to stop 1 pod (Ready=True)",
+        "Confirm n is powered off, then taint it out-of-service (Ready=Unknown)",
+        "Ceased: every remaining pod of TrainJob d/t is proven stopped",
     ]
-    assert reasons[1].splitlines()[1].startswith("Node n is not Ready (Ready=Unknown)")
+    assert reasons[1].splitlines()[2].startswith("Node n is not Ready (Ready=Unknown)")
 
 
 @pytest.mark.parametrize(
@@ -80,11 +85,9 @@ def test_drill_report_is_read_from_its_log_line(text: str, expected: dict[str, o
     assert drill_report(log_records(text)) == expected
 
 
-def verdict(**changes: object) -> LabVerdict:
-    found = LabVerdict([], ["1", "2"], {1: ["p on n1"], 2: ["q on n2"]}, ["n1"], {"n1": "Ready=Unknown"})
-    for key, value in changes.items():
-        setattr(found, key, value)
-    return found
+def verdict(overlaps: tuple[str, ...] = (), admissions: tuple[str, ...] = ("1", "2")) -> LabVerdict:
+    trainjob = TrainJobVerdict("default", "drill", admissions, {1: ("p on n1",), 2: ("q on n2",)}, overlaps)
+    return LabVerdict(trainjob, ["n1"], {"n1": "Ready=Unknown"})
 
 
 def test_the_account_says_when_podgc_won_the_race_and_when_the_drill_did_not_finish(tmp_path: Path) -> None:
@@ -97,11 +100,12 @@ def test_the_account_says_when_podgc_won_the_race_and_when_the_drill_did_not_fin
     lines = render_summary(options, report, [], verdict(), tmp_path / "log", {"total": 3.0})
     assert "     the sensor succeeded: drained (PodGC had already removed the pod)" in lines
     assert "   overlaps between executions: 0" in lines
-    unfinished = render_summary(options, None, [], verdict(overlaps=["x overlaps y"]), tmp_path / "log", {})
+    unfinished = render_summary(options, None, [], verdict(overlaps=("x overlaps y",)), tmp_path / "log", {})
     assert "The drill did not finish: no report from the DAG. See the log." in unfinished
     assert unfinished[unfinished.index("   overlaps between executions: 1") + 1] == "     x overlaps y"
     assert verdict().one_at_a_time
-    assert not verdict(admissions=["1", "2", "3"]).one_at_a_time
+    assert not verdict(admissions=("1", "2", "3")).one_at_a_time
+    assert not verdict(overlaps=("x overlaps y",)).one_at_a_time
 
 
 def test_the_demo_refuses_a_folder_without_the_drill(tmp_path: Path) -> None:
@@ -126,14 +130,11 @@ def test_dispatch_demo_runs_the_drill_end_to_end(tmp_path: Path) -> None:
     frozen = re.search(r"^2\. (node-\d) frozen under pod (drill-node-0-\d-\w+) ", out, re.MULTILINE)
     assert frozen is not None, out
     node, pod = frozen.groups()
-    waiting = "     waiting for the pods of TrainJob default/drill to go: "
-    assert any(
-        line.startswith(f"{waiting}pod {pod} on {node} (Ready=Unknown)")
-        and line.endswith(
-            f"then run `kubectl taint node {node} node.kubernetes.io/out-of-service=nodeshutdown:NoExecute`"
-        )
-        for line in lines
-    ), out
+    # what to do first: the node, its state and the remedy; then the command, whose pods, which pod
+    first = f"     Confirm {node} is powered off, then taint it out-of-service (Ready=Unknown)"
+    assert first in lines, out
+    after = lines[lines.index(first) + 1 :]
+    assert after[0] == f"       kubectl taint node {node} node.kubernetes.io/out-of-service=nodeshutdown:NoExecute"
     assert f"       remaining pods: {pod} on {node} (Ready=Unknown)" in lines
     # the cessation, the release and the new admission number
     tainted = "node.kubernetes.io/out-of-service=nodeshutdown:NoExecute"

@@ -26,6 +26,7 @@ import kubernetes
 import pytest
 import yaml
 
+from airflow_provider_dispatch.dispatch import reasons
 from airflow_provider_dispatch.dispatch.assessment import assess
 from airflow_provider_dispatch.dispatch.evidence import HoldEvidence
 from airflow_provider_dispatch.dispatch.fencing import recorded
@@ -80,7 +81,7 @@ def test_every_page_is_built(site: Path) -> None:
 
 def test_rbac_page_shows_the_shipped_roles(site: Path) -> None:
     text = page_text(site, "rbac.html")
-    manifest = ROOT / "airflow_provider_dispatch/lab/rbac_manifests/clusterroles.yaml"
+    manifest = ROOT / "deploy/rbac/dispatch-clusterroles.yaml"
     roles = [d["metadata"]["name"] for d in yaml.safe_load_all(manifest.read_text()) if d]
     assert roles == ["dispatch-writer", "dispatch-reader", "dispatch-node-reader", "dispatch-admission-controller"]
     for line in manifest.read_text().splitlines():
@@ -99,6 +100,17 @@ def test_cli_page_documents_the_commands_and_exit_codes(site: Path) -> None:
     for expected in ("dispatch status", "dispatch find", "--output", "--job-id", "--kubeconfig", "--context"):
         assert expected in text
     assert "Unreachable" in text
+
+
+def test_every_runbook_section_a_wait_reason_names_is_an_anchor_of_the_runbook(site: Path) -> None:
+    """Wait reasons say `Runbook: docs/runbook.md#<section>` (dispatch/reasons.py): each such section is a stable
+    anchor (an explicit label, not a heading's slug) of the built runbook, and is given in the source as one."""
+    built = (site / "runbook.html").read_text(encoding="utf-8")
+    source = (DOCS / "runbook.md").read_text(encoding="utf-8")
+    assert reasons.RUNBOOK == "docs/runbook.md"
+    for section in reasons.RUNBOOK_SECTIONS:
+        assert f"({section})=" in source.splitlines(), f"docs/runbook.md has no label ({section})="
+        assert re.search(rf'id="{re.escape(section)}"', built), f"runbook.html has no anchor #{section}"
 
 
 @pytest.mark.parametrize("kind", ["hooks", "operators", "sensors", "triggers"])

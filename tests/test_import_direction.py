@@ -2,7 +2,8 @@
 
 The provider is what an Airflow deployment or a cluster runs (`dispatch/`, `kueue/`, `hooks/`, `operators/`,
 `sensors/`, `triggers/`, the `dispatch` command's provider commands and the top-level helpers). The lab side is
-`lab/` and the two command modules that drive it, `cli_lab.py` (`dispatch lab`) and `demo.py` (`dispatch demo`).
+`lab/` and the command modules that drive it, `cli_lab.py` and `cli_lab_controls.py` (`dispatch lab`) and `demo.py`
+(`dispatch demo`).
 The only seam is `cli.py`, the `dispatch` command group itself: it names the two lab-side command modules, inside
 functions, and nothing else of the lab side (docs/architecture.md, "The import rule").
 
@@ -23,7 +24,7 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = "airflow_provider_dispatch"
 LAB = f"{PACKAGE}.lab"
 #: the modules outside `lab/` that belong to the lab side: they start and drive a lab
-LAB_SIDE_MODULES = frozenset({f"{PACKAGE}.cli_lab", f"{PACKAGE}.demo"})
+LAB_SIDE_MODULES = frozenset({f"{PACKAGE}.cli_lab", f"{PACKAGE}.cli_lab_controls", f"{PACKAGE}.demo"})
 #: the one seam: the `dispatch` group registers `dispatch lab` and runs `dispatch demo`, importing their modules
 #: inside functions (never the lab itself)
 SEAM = frozenset({(f"{PACKAGE}.cli", f"{PACKAGE}.cli_lab"), (f"{PACKAGE}.cli", f"{PACKAGE}.demo")})

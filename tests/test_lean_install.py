@@ -16,19 +16,16 @@ package index sends nothing pip may cache), this takes seconds.
 
 from __future__ import annotations
 
-import importlib.metadata
 import json
 import os
 import subprocess
 import sys
-import sysconfig
 import textwrap
 import venv
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from packaging.requirements import Requirement
+from installs import lab_requirements, link_site, requirement_closure, top_level, worker_requirements
 
 from airflow_provider_dispatch.extras import EXIT_MISSING_EXTRA, LAB_EXTRA_INSTALL, LAB_EXTRA_MODULES
 from airflow_provider_dispatch.get_provider_info import get_provider_info
@@ -98,72 +95,11 @@ def test_the_probe_sees_a_lab_import() -> None:
 # --- the wheel, installed without and with the extra --------------------------------------------------------
 
 
-def canonical(name: str) -> str:
-    return name.lower().replace("_", "-").replace(".", "-")
-
-
-def requirement_closure(names: list[str]) -> set[str]:
-    """The installed distributions `names` need, transitively (no extras: what `pip install NAME` brings)."""
-    seen: set[str] = set()
-    todo = [canonical(name) for name in names]
-    while todo:
-        name = todo.pop()
-        if name in seen:
-            continue
-        seen.add(name)
-        try:
-            requires = importlib.metadata.requires(name) or []
-        except importlib.metadata.PackageNotFoundError:
-            continue  # a requirement for another platform or Python, not installed here
-        for text in requires:
-            requirement = Requirement(text)
-            if requirement.marker is None or requirement.marker.evaluate({"extra": ""}):
-                todo.append(canonical(requirement.name))
-    return seen
-
-
-def worker_requirements() -> list[str]:
-    """The distributions `pip install airflow-provider-dispatch` asks for (no extra)."""
-    requires = importlib.metadata.requires("airflow-provider-dispatch") or []
-    return [Requirement(text).name for text in requires if Requirement(text).marker is None]
-
-
-def lab_requirements() -> list[str]:
-    requires = importlib.metadata.requires("airflow-provider-dispatch") or []
-    return [
-        Requirement(text).name
-        for text in requires
-        if (marker := Requirement(text).marker) is not None and marker.evaluate({"extra": "lab"})
-    ]
-
-
 def test_no_requirement_of_a_worker_pulls_in_a_lab_only_distribution() -> None:
     closure = requirement_closure(worker_requirements())
     assert {"apache-airflow-core", "apache-airflow-task-sdk", "kubernetes"} <= closure  # the walk walks
     assert closure.isdisjoint(LAB_ONLY_DISTRIBUTIONS)
     assert "apache-airflow-providers-openlineage" not in closure
-
-
-def link_site(folder: Path, keep: Callable[[str], bool]) -> Path:
-    """A folder of links to the top-level entries of this environment's site-packages for which `keep` holds."""
-    folder.mkdir()
-    purelib = Path(sysconfig.get_paths()["purelib"])
-    for entry in purelib.iterdir():
-        if keep(entry.name):
-            (folder / entry.name).symlink_to(entry)
-    return folder
-
-
-def top_level(distributions: set[str]) -> set[str]:
-    """The top-level site-packages entries the installed distributions own (shared `__pycache__` aside)."""
-    entries: set[str] = set()
-    for name in distributions:
-        try:
-            files = importlib.metadata.distribution(name).files or []
-        except importlib.metadata.PackageNotFoundError:
-            continue
-        entries |= {path.parts[0] for path in files if path.parts[0] not in ("..", "__pycache__")}
-    return entries
 
 
 def pip(python: Path, *args: str) -> None:
@@ -222,11 +158,18 @@ def test_the_wheel_without_the_extra_runs_the_airflow_layer_and_says_what_the_la
         result = run([dispatch, *command], tmp_path)
         assert result.returncode == EXIT_MISSING_EXTRA, result.stdout + result.stderr
         (line,) = result.stderr.strip().splitlines()
-        assert line == f"dispatch {' '.join(command)} needs the lab extra (missing: cel-python, jsonpatch): " + (
-            LAB_EXTRA_INSTALL
+        assert (
+            line
+            == f"dispatch {' '.join(command)} needs the lab extra (missing: cel-python, grpcio-tools, jsonpatch): "
+            + (LAB_EXTRA_INSTALL)
         )
         assert result.stdout == ""
     assert run([dispatch, "status", "--help"], tmp_path).returncode == 0  # a worker's command needs no extra
+    # the controls of a lab served elsewhere need no extra either: past the check, to the lab they cannot reach
+    unreachable = run([dispatch, "lab", "verdict", "--kubeconfig", str(tmp_path / "none.yaml")], tmp_path)
+    assert unreachable.returncode == 3, unreachable.stdout + unreachable.stderr
+    assert unreachable.stderr.startswith("Error: ")
+    assert "needs the lab extra" not in unreachable.stderr
 
 
 def test_the_wheel_with_the_lab_extra_finds_the_demo_dag(lean_venv: tuple[Path, Path], tmp_path: Path) -> None:

@@ -1,7 +1,8 @@
 """The wheel a release is built from: what `pip install airflow-provider-dispatch` puts on a machine.
 
-The quickstart and the lab need package data besides the code: the upstream CRDs the lab serves, the RBAC
-manifests the docs tell operators to apply, `py.typed`, and the `dispatch` console script and Airflow's provider
+The quickstart and the lab need package data besides the code: the upstream CRDs the lab serves, dispatch's
+ClusterRoles (deploy/rbac/, mapped into the package by hatch's `force-include`) and the lab's identities,
+`py.typed`, and the `dispatch` console script and Airflow's provider
 entry point, and the example DAGs inside the package (hatch's `force-include` maps the repository's top-level
 `example_dags/` there, where `dispatch demo` finds them). The metadata must render on PyPI (Markdown readme) and
 carry no invented URLs. (hatchling leaves out what .gitignore names, caches included.)
@@ -47,6 +48,11 @@ def test_wheel_has_the_package_data(wheel: zipfile.ZipFile) -> None:
     assert len(data) >= 10
     for path in data:
         assert path.relative_to(ROOT).as_posix() in names
+    # deploy/rbac/ ships inside the package (force-include), where the lab finds dispatch's ClusterRoles
+    roles = sorted(p.name for p in (ROOT / "deploy" / "rbac").glob("*.yaml"))
+    assert "dispatch-clusterroles.yaml" in roles
+    for name in roles:
+        assert f"airflow_provider_dispatch/deploy/rbac/{name}" in names
     assert "airflow_provider_dispatch/py.typed" in names
     assert "airflow_provider_dispatch/cli.py" in names
     dags = sorted(p.name for p in (ROOT / "example_dags").glob("*.py"))
@@ -65,7 +71,7 @@ def test_wheel_metadata(wheel: zipfile.ZipFile) -> None:
     assert "Framework :: Apache Airflow :: Provider" in metadata.get_all("Classifier")
     assert metadata.get_all("Project-URL") is None, "project.urls must name real pages only"
     assert metadata.get_payload().startswith("# airflow-provider-dispatch")
-    assert set(metadata.get_all("Provides-Extra")) == {"lab", "test", "docs"}
+    assert set(metadata.get_all("Provides-Extra")) == {"lab", "controller", "test", "docs"}
     requirements = [Requirement(r) for r in metadata.get_all("Requires-Dist")]
     core = {r.name.lower().replace("_", "-") for r in requirements if r.marker is None}
     assert core == {
@@ -139,3 +145,77 @@ def test_every_airflow_provider_imported_is_a_declared_dependency() -> None:
     assert imported, "no airflow.providers import found: the scan is broken"
     missing = {name: where for name, where in imported.items() if name not in declared | OPTIONAL_PROVIDERS}
     assert missing == {}
+
+
+# --- the controller's image (deploy/admission-controller/Containerfile), checked without a container engine ----
+
+CONTAINERFILE = ROOT / "deploy" / "admission-controller" / "Containerfile"
+
+
+def containerfile_stages() -> list[list[tuple[str, str]]]:
+    """The Containerfile's instructions, (keyword, rest), by stage."""
+    stages: list[list[tuple[str, str]]] = []
+    for line in CONTAINERFILE.read_text().splitlines():
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        keyword, _, rest = line.strip().partition(" ")
+        if keyword == "FROM":
+            stages.append([])
+        stages[-1].append((keyword, rest))
+    return stages
+
+
+def test_the_image_is_the_wheel_built_from_exactly_what_its_first_stage_copies(
+    wheel: zipfile.ZipFile, tmp_path: Path
+) -> None:
+    """Stage one's COPY lines, run here: the wheel built from only those files is the release's wheel, file for
+    file. Stage two installs only that wheel, with the controller extra, and runs `dispatch admission-controller`
+    with arguments the command accepts."""
+    import json
+    import shlex
+    import shutil
+
+    from airflow_provider_dispatch.cli import main as dispatch_cli
+
+    build, image = containerfile_stages()
+    context = tmp_path / "src"
+    context.mkdir()
+    for keyword, rest in build:
+        if keyword == "COPY":
+            *sources, destination = shlex.split(rest)
+            assert not rest.startswith("--from")
+            for source in sources:
+                # `COPY a b ./` puts each into the folder; `COPY dir ./path` makes that path
+                where = context / destination
+                target = where / Path(source).name if destination.endswith("/") else where
+                target.parent.mkdir(parents=True, exist_ok=True)
+                if (ROOT / source).is_dir():
+                    shutil.copytree(ROOT / source, target, ignore=shutil.ignore_patterns("__pycache__"))
+                else:
+                    shutil.copy2(ROOT / source, target)
+    [run] = [rest for keyword, rest in build if keyword == "RUN"]
+    assert run.startswith("pip wheel ")
+    assert "--no-deps" in run
+    assert run.endswith(" .")
+    out = tmp_path / "wheels"
+    command = [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-w", str(out), "."]
+    result = subprocess.run(command, cwd=context, capture_output=True, text=True, check=False, timeout=300)
+    assert result.returncode == 0, result.stdout + result.stderr
+    (built,) = out.glob("airflow_provider_dispatch-*.whl")
+    assert sorted(zipfile.ZipFile(built).namelist()) == sorted(wheel.namelist())
+
+    keywords = [keyword for keyword, _ in image]
+    assert keywords == ["FROM", "COPY", "RUN", "USER", "ENTRYPOINT", "CMD"]
+    assert dict(image)["COPY"] == "--from=wheel /wheels /wheels"
+    assert dict(image)["RUN"].startswith(
+        'pip install --no-cache-dir "$(ls /wheels/airflow_provider_dispatch-*.whl)[controller]"'
+    )
+    assert json.loads(dict(image)["ENTRYPOINT"]) == ["dispatch"]
+    args = json.loads(dict(image)["CMD"])
+    assert args[0] == "admission-controller"
+    context_ = dispatch_cli.make_context("dispatch", list(args), resilient_parsing=False)
+    sub = context_.command.get_command(context_, args[0])  # type: ignore[attr-defined]
+    assert sub is not None
+    parsed = sub.make_context(args[0], args[1:], parent=context_).params
+    assert parsed["leader_elect"] is True
+    assert parsed["http_bind_address"] == ":8080"

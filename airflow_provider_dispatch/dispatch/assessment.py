@@ -35,8 +35,8 @@ from airflow_provider_dispatch.dispatch.evidence import HoldEvidence, hold_not_o
 from airflow_provider_dispatch.dispatch.explain import (
     accepted_risks_line,
     admission_check_line,
-    headline,
     remaining_detail,
+    urgent,
 )
 from airflow_provider_dispatch.dispatch.fencing import ExecutionPods, blocking_pods
 from airflow_provider_dispatch.dispatch.nodes import NodeLookup
@@ -84,17 +84,35 @@ class State(StrEnum):
     FAILED = "failed"
 
 
+class Released(StrEnum):
+    """What a release (or an open) did, as its program found it: what the operator's log says (issue 25)."""
+
+    #: this call's conditional write admitted the execution
+    ADMITTED = "admitted"
+    #: the TrainJob was not held: it runs the execution returned, and nothing was written
+    ALREADY_RUNNING = "already running"
+    #: the admitting write met a conflict and the TrainJob runs now: an admission happened, this very write's
+    #: (re-sent after its answer was lost) or another caller's; nothing more was written
+    RUNNING_AFTER_CONFLICT = "running after a conflict"
+    #: Kueue mode: the Workload was made active; Kueue admits the next execution
+    WORKLOAD_ACTIVE = "workload active"
+    #: not said (a hold, the admission check's write, an execution read off the TrainJob)
+    UNSAID = ""
+
+
 @dataclass(frozen=True)
 class Execution:
     """The execution identity (job id, submission, A) (DESIGN §2). A 0 means never admitted by dispatch.
 
-    `accepted_risks` are the runtime risks (policy.py) a platform team accepted for this execution: not part of
-    the identity, carried so that every caller can log them at each admission."""
+    `accepted_risks` are the runtime risks (policy.py) a platform team accepted for this execution, and `released`
+    what the release that returned it did: neither is part of the identity (nor of `as_dict`), carried so that
+    every caller can log them."""
 
     job_id: str
     submission: str
     admission: int
     accepted_risks: tuple[str, ...] = field(default=(), compare=False)
+    released: Released = field(default=Released.UNSAID, compare=False)
 
     def as_dict(self) -> dict[str, Any]:
         body: dict[str, Any] = {"job_id": self.job_id, "submission": self.submission, "admission": self.admission}
@@ -301,7 +319,8 @@ def assess(
 
     if state is not State.RUNNING:
         if remaining:
-            lines.append(remaining_detail(remaining, now=now))
+            first, how = urgent(remaining)  # first what to do, as every wait reason (dispatch.reasons)
+            lines += [first, *how, remaining_detail(remaining, now=now)]
         lines.extend(check.line for check in checks)
     if obj.accepted_risks:
         lines.append(accepted_risks_line(obj.accepted_risks))
@@ -335,8 +354,10 @@ class DrainReport:
     remaining: tuple[RemainingPod, ...]
     resource_version: str
     detail: str
-    #: the wait reason's first line: the most urgent pods, their node and its state, the remedy (`explain.headline`)
+    #: the wait reason's first line, what to do about the most urgent node (or what is awaited) and its subject,
+    #: and the lines below it: the command, the permission it needs, the runbook section (`explain.urgent`)
     headline: str = ""
+    how: tuple[str, ...] = ()
 
     @property
     def drained(self) -> bool:
@@ -362,6 +383,7 @@ class DrainReport:
             "resource_version": self.resource_version,
             "detail": self.detail,
             "headline": self.headline,
+            "how": list(self.how),
         }
         return bounded_report_dict(base, self.remaining, limit)
 
@@ -388,6 +410,7 @@ def remaining_report(
     detail = (
         remaining_detail(remaining, now=now, limit=DETAIL_LIMIT) if remaining else f"no pod of TrainJob {ref} remains"
     )
+    first, how = urgent(remaining)
     return DrainReport(
-        ref=ref, remaining=remaining, resource_version=resource_version, detail=detail, headline=headline(remaining)
+        ref=ref, remaining=remaining, resource_version=resource_version, detail=detail, headline=first, how=how
     )

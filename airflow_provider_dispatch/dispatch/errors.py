@@ -21,7 +21,7 @@ from datetime import datetime
 from typing import Any, ClassVar, Final
 
 from airflow_provider_dispatch.dispatch.blocking import RemainingPod
-from airflow_provider_dispatch.dispatch.explain import pods_remain_message
+from airflow_provider_dispatch.dispatch.explain import pods_remain_reason
 
 
 def _restore(cls: type[DispatchError], args: tuple[Any, ...]) -> DispatchError:
@@ -80,7 +80,9 @@ class PodsRemainError(UnreachableError):
     """The drain check found remaining pods: nothing raised or admitted, the hold stays (DESIGN §3.5)."""
 
     def __init__(self, ref: str, remaining: Sequence[RemainingPod], *, now: datetime | None = None) -> None:
-        super().__init__(pods_remain_message(ref, remaining, now=now), ref=ref)
+        #: the message in its parts (`dispatch.reasons`): what the release operator shows while it waits
+        self.reason = pods_remain_reason(ref, remaining, now=now)
+        super().__init__(self.reason.text(), ref=ref)
         self.remaining: tuple[RemainingPod, ...] = tuple(remaining)
 
     @property

@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from datetime import datetime
 
+from airflow_provider_dispatch.dispatch import reasons
 from airflow_provider_dispatch.dispatch.blocking import Blocking, RemainingPod
 from airflow_provider_dispatch.dispatch.nodes import (
     DEFAULT_GRACE_SECONDS,
@@ -30,6 +31,7 @@ from airflow_provider_dispatch.dispatch.nodes import (
 )
 from airflow_provider_dispatch.dispatch.payloads import (
     FIRST_LINE_ROOM,
+    GLANCE_NAMES_ROOM,
     HEADLINE_ROOM,
     KUEUE_MESSAGE_LIMIT,
     NAMES_ROOM,
@@ -41,6 +43,7 @@ from airflow_provider_dispatch.dispatch.payloads import (
     cut,
     fit,
 )
+from airflow_provider_dispatch.dispatch.reasons import Remedy, WaitReason, compose
 from airflow_provider_dispatch.dispatch.vocabulary import TAINT_OUT_OF_SERVICE, TAINT_OUT_OF_SERVICE_VALUE, parse_time
 
 
@@ -61,6 +64,8 @@ def pod_on_node(pod: RemainingPod) -> str:
 
 
 REMAINING_HEAD = "remaining pods: "
+#: the Kueue admission check message's line of remaining pods, below its first line and remedy
+KUEUE_REMAINING_HEAD = "pods of the previous execution remain: "
 
 
 def _remaining_line(pods: Sequence[RemainingPod], room: int | None) -> tuple[str, int]:
@@ -79,11 +84,12 @@ def remaining_line(pods: Sequence[RemainingPod], room: int | None = None) -> str
 
 
 def kueue_waiting_message(pods: Sequence[RemainingPod], limit: int = KUEUE_MESSAGE_LIMIT) -> str:
-    """The admission check message while pods remain (DESIGN §6), within `limit` characters.
-
-    `waiting for pods of the previous execution to go: <pod> on <node> (<node state>), ...`; when not all fit,
-    the first pods by name, `and <N> more`, then the census of every node state."""
-    head = "waiting for pods of the previous execution to go: "
+    """The admission check message while pods remain (DESIGN §6), within `limit` characters, composed as every
+    wait reason is (`reasons`): the remedy for the most urgent node first (`urgent`), its command, permission and
+    runbook section, then `pods of the previous execution remain: <pod> on <node> (<node state>), ...`; when not
+    all fit, the first pods by name, `and <N> more`, then the census of every node state."""
+    first, how = urgent(pods)
+    head = compose(first, how).text(None) + "\n" + KUEUE_REMAINING_HEAD
     ordered = by_name(pods)
     listed, shown = fit((pod_on_node(p) for p in ordered), len(ordered), limit - len(head))
     if shown == len(ordered):
@@ -172,15 +178,21 @@ def _ready_node(node: NodeState, pods: Sequence[RemainingPod], now: datetime | N
     return texts
 
 
-def _returned_node(node: NodeState, vanished: Sequence[RemainingPod], room: int | None) -> str:
-    """A recorded pod whose object is gone, on a node Ready for too short a time: had the node been away when the
-    pod was deleted, its kubelet stops it only once it relists its pods, within the grace it knew (fencing.py)."""
+def _confirming(vanished: Sequence[RemainingPod]) -> tuple[int, float]:
+    """The grace of pods deleted while their node was away, and how long the node must have reported Ready since
+    it came back for its kubelet to have stopped them (fencing.py)."""
     # fencing gives each vanished pod its node's recorded grace, which may be 0 (`terminationGracePeriodSeconds: 0`)
     grace = max(
         DEFAULT_GRACE_SECONDS if p.deletion_grace_period_seconds is None else p.deletion_grace_period_seconds
         for p in vanished
     )
-    needed = confirming_seconds(grace)
+    return grace, confirming_seconds(grace)
+
+
+def _returned_node(node: NodeState, vanished: Sequence[RemainingPod], room: int | None) -> str:
+    """A recorded pod whose object is gone, on a node Ready for too short a time: had the node been away when the
+    pod was deleted, its kubelet stops it only once it relists its pods, within the grace it knew (fencing.py)."""
+    grace, needed = _confirming(vanished)
     since = "no heartbeat time yet" if node.ready_for is None else f"{int(node.ready_for)}s so far"
     return (
         f"{_cap(_names(vanished, room))} of the previous execution {_it(vanished, 'was', 'were')} deleted from "
@@ -314,43 +326,115 @@ def _hints_within(pods: Sequence[RemainingPod], now: datetime | None, room: int,
     return fit(items(_most_urgent_first(groups)), len(groups), room, separator=joiner, more=more)[0]
 
 
-def remedy(node: NodeState, pods: Sequence[RemainingPod]) -> str:
-    """What a person does about `pods` on `node`, in one short clause: the first line of a wait reason ends with it
-    (`headline`), and the texts of `unblock_hints` say the same at length, with the why and the warnings."""
+def _count(pods: Sequence[RemainingPod]) -> str:
+    return f"{len(pods):,} pod" if len(pods) == 1 else f"{len(pods):,} pods"
+
+
+def remedy(node: NodeState, pods: Sequence[RemainingPod]) -> Remedy:
+    """What a person does about `pods` on `node`, or what is awaited when there is nothing to do
+    (`reasons.Remedy`): the first line of a wait reason leads with its `action` and its subject, the node (or
+    the pods, when they are what to act on), and the lines below it give the exact command, the permission it
+    needs and the runbook section. The texts of `unblock_hints` say the same at length, with the why."""
     name = node.name or ""
+    count = _count(pods)
     if node.presence is Presence.UNSCHEDULED:
-        return "nothing to do: the Job controller deletes pods that were never scheduled"
+        return Remedy(
+            f"Waiting for the Job controller to delete {count} {_it(pods, 'that was', 'that were')} never scheduled",
+            note=f"Nothing to do: {_it(pods, 'it runs', 'they run')} nothing, and the Job controller deletes the "
+            "pods of a suspended Job.",
+        )
     if node.presence is Presence.GONE:
-        return "nothing to do: the node is gone and PodGC deletes the pods after its 40s quarantine"
+        return Remedy(
+            f"Waiting for PodGC to delete {count} of deleted node {name}",
+            note=f"Nothing to do: {_it(pods, 'its', 'their')} processes are proven gone; PodGC deletes "
+            f"{_it(pods, 'it', 'them')} after its 40s quarantine.",
+        )
     if node.presence is Presence.NOT_READABLE:
-        return "grant the identity dispatch uses get and list on nodes, so cessation can be proven"
+        return Remedy(
+            f"Let dispatch read node {name}: {count} on it cannot be proven stopped",
+            note="Bind the dispatch-node-reader ClusterRole to the identity dispatch uses (docs/rbac.md); binding "
+            "it needs permission to create clusterrolebindings.",
+            runbook=reasons.NODE_NOT_READABLE,
+        )
     if node.ceased:
-        return "nothing to do: they are proven stopped and PodGC deletes them within about 20s"
+        return Remedy(
+            f"Waiting for PodGC to delete {count} on {name}: {_it(pods, 'it is', 'they are')} proven stopped",
+            note=(
+                f"Nothing to do now: PodGC deletes {_it(pods, 'it', 'them')} within about 20s. Once {name} is "
+                "repaired or deleted, "
+                f"remove the taint (needs permission to patch nodes): `{untaint_command(name)}`."
+            ),
+            runbook=reasons.REMOVE_THE_TAINT,
+        )
     if node.ready is not Readiness.TRUE:
-        return f"confirm {name} is powered off, then run `{taint_command(name)}`"
+        return Remedy(
+            f"Confirm {name} is powered off, then taint it out-of-service ({node.label})",
+            commands=(taint_command(name),),
+            needs="patch nodes",
+            note=(
+                f"If the machine is gone for good, deleting its Node (`kubectl delete node {name}`, which needs "
+                "permission to delete nodes) also ends the wait. Never force-delete the pods."
+            ),
+            runbook=reasons.CONFIRM_SHUTDOWN,
+        )
     if all(pod.blocking is Blocking.VANISHED for pod in pods):
-        return "nothing to do: wait until the node has been Ready long enough for its kubelet to have stopped them"
+        return Remedy(
+            f"Waiting until {name} has been Ready {int(_confirming(pods)[1])}s: {count} deleted while away may still "
+            "run",
+            note=f"Nothing to do but wait: its kubelet stops {_it(pods, 'it', 'them')} once it relists its pods.",
+            runbook=reasons.NEVER_FORCE_DELETE,
+        )
     if node.out_of_service:
-        return f"the node is Ready, so remove the mistaken taint: `{untaint_command(name)}`"
+        return Remedy(
+            f"Remove the out-of-service taint from {name}: it is Ready (a mistaken taint)",
+            commands=(untaint_command(name),),
+            needs="patch nodes",
+            note="A live kubelet means the machine runs: the taint proves nothing, and PodGC ignores it too.",
+            runbook=reasons.OUT_OF_SERVICE,
+        )
     if all(pod.relabelled for pod in pods):
-        return "their labels were edited: delete them gracefully once you no longer need them"
+        names = _names(pods, GLANCE_NAMES_ROOM)
+        return Remedy(
+            f"Delete {names} once done with {_it(pods, 'it', 'them')}: {_it(pods, 'its', 'their')} labels were edited",
+            commands=tuple(f"kubectl delete pod -n {pod.namespace} {pod.name}" for pod in pods[:3]),
+            needs="delete pods",
+            note="Delete gracefully (never with --force): its process must end before the next execution starts.",
+            runbook=reasons.EDITED_LABELS,
+        )
     if all(pod.terminating for pod in pods):
-        return "nothing to do: the kubelet confirms their end within the grace period"
-    return "check that the TrainJob's Jobs are suspended: the Job controller then deletes their pods"
+        return Remedy(
+            f"Waiting for the kubelet of {name} to stop {count} (Ready=True)",
+            note=f"Nothing to do: the kubelet confirms {_it(pods, 'its end within its', 'their end within their')} "
+            "grace period.",
+        )
+    return Remedy(
+        f"Check that the TrainJob's Jobs are suspended: {count} still running on {name}",
+        note="The Job controller deletes the pods of a suspended Job; a Job not suspended yet means a controller "
+        "has not acted on the hold (see Trainer's and JobSet's logs).",
+        needs="list jobs",
+        runbook=reasons.JOBS_NOT_SUSPENDED,
+    )
+
+
+def urgent(pods: Sequence[RemainingPod]) -> tuple[str, tuple[str, ...]]:
+    """A wait reason's first line and the lines below it while `pods` remain: the remedy for the most urgent node
+    (`payloads.attention`) and its subject, then its command, the permission it needs and the runbook section
+    (`reasons.Remedy.how`), and how many pods remain elsewhere. The first line is within `payloads.GLANCE`
+    characters with names of ordinary length, and always within `payloads.HEADLINE_ROOM`."""
+    if not pods:
+        return "", ()
+    node, members = _most_urgent_first(_by_node(by_name(pods)))[0]
+    found = remedy(node, members)
+    others = len(pods) - len(members)
+    nodes = len({pod.node.name for pod in pods if pod.node.name and pod.node.name != node.name})
+    where = f"{nodes:,} other node" + ("" if nodes == 1 else "s") if nodes else "no node"
+    elsewhere = (f"{others:,} more pod" + ("" if others == 1 else "s") + f" on {where}: see below.",) if others else ()
+    return cut(found.action, HEADLINE_ROOM), (*found.how, *elsewhere)
 
 
 def headline(pods: Sequence[RemainingPod]) -> str:
-    """A wait reason's first line, short and complete: the pods on the most urgent node (`payloads.attention`),
-    that node and its state, and the one-line `remedy`; `... more on other nodes` when pods remain elsewhere.
-    At most `payloads.HEADLINE_ROOM` characters (pod names within `payloads.NAMES_ROOM`)."""
-    if not pods:
-        return ""
-    node, members = _most_urgent_first(_by_node(by_name(pods)))[0]
-    names = _names(members, NAMES_ROOM)
-    where = "no node" if node.presence is Presence.UNSCHEDULED else node.name
-    others = len(pods) - len(members)
-    elsewhere = f" ({others:,} more on other nodes)" if others else ""
-    return cut(f"{names} on {where} ({node.label}){elsewhere}: {remedy(node, members)}", HEADLINE_ROOM)
+    """A wait reason's first line while `pods` remain (`urgent`)."""
+    return urgent(pods)[0]
 
 
 def remaining_detail(pods: Sequence[RemainingPod], *, now: datetime | None = None, limit: int | None = None) -> str:
@@ -368,35 +452,50 @@ def remaining_detail(pods: Sequence[RemainingPod], *, now: datetime | None = Non
     return head + "\n" + _hints_within(ordered, now, limit - len(head) - 1, "\n")
 
 
-def not_admitted_head(ref: str, first: str, count: int) -> str:
-    """The first two lines of the release's wait reason while pods remain: `first` (the report's `headline`: the
-    pods on the most urgent node, that node, its state and the one-line remedy) after what it blocks, then what
-    it means. The `PodsRemainError` message and the release operator's reason on a trigger's event both start so."""
+def not_admitted_line(ref: str, count: int) -> str:
+    """What the release's wait means, below its first line and remedy: the `PodsRemainError` message and the
+    release operator's wait reason on a trigger's event both say it."""
     pods = f"{count:,} pod" if count == 1 else f"{count:,} pods"
     remain = "remains" if count == 1 else "remain"
     return (
-        f"TrainJob {ref} is not admitted: {first or f'{pods} of the previous execution {remain}'}\n"
-        f"{pods} of the previous execution {remain}, so the previous execution may still run. The hold stays in "
-        "force."
+        f"TrainJob {ref} is not admitted: {pods} of the previous execution {remain}, so it may still run. The "
+        "hold stays in force."
     )
+
+
+def not_admitted_reason(first: str, how: Sequence[str], ref: str, count: int, detail: str) -> WaitReason:
+    """The release's wait reason while pods remain: the first line and remedy (`urgent`), what it means
+    (`not_admitted_line`), then the drain report's detail (`remaining_detail`)."""
+    pods = f"{count:,} pod" if count == 1 else f"{count:,} pods"
+    about = (not_admitted_line(ref, count),)
+    return compose(first or f"Waiting for {pods} of the previous execution to go", how, about, detail)
+
+
+def pods_remain_reason(
+    ref: str, pods: Sequence[RemainingPod], *, now: datetime | None = None, limit: int = WAIT_REASON_LIMIT
+) -> WaitReason:
+    """The PodsRemainError's wait reason (DESIGN §5; the seed's ErrPodsRemain), within `limit` characters as
+    text: what the release operator shows while it waits and raises with `on_pods_remaining="retry"`, and what
+    `dispatch release` prints.
+
+    Composed as every wait reason is (`reasons`): the remedy for the most urgent node first, its command,
+    permission and runbook section (`urgent`), what the wait means (`not_admitted_line`), then the drain report's
+    detail on its own lines (`remaining_detail`: the first pods by name, the census of every node state when pods
+    are left out, what would unblock each node). The same explanation as the drain check's report, so the
+    operator and the sensor say the same thing."""
+    first, how = urgent(pods)
+    reason = not_admitted_reason(first, how, ref, len(pods), "")
+    if not pods:
+        return reason
+    detail = remaining_detail(pods, now=now, limit=limit - len(reason.text(None)) - 1)
+    return compose(reason.first, reason.how, reason.about, detail)
 
 
 def pods_remain_message(
     ref: str, pods: Sequence[RemainingPod], *, now: datetime | None = None, limit: int = WAIT_REASON_LIMIT
 ) -> str:
-    """The PodsRemainError message (DESIGN §5; the seed's ErrPodsRemain), at most `limit` characters: what the
-    release operator shows while it waits and raises with `on_pods_remaining="retry"`, and what `dispatch
-    release` prints.
-
-    Headline first, as the sensors' wait reasons (`not_admitted_head` with `headline`: the pods on the most
-    urgent node, that node, its state and the one-line remedy); the drain report's detail follows on its own
-    lines (`remaining_detail`: the first pods by name, the census of every node state when pods are left out,
-    what would unblock each node). The same explanation as the drain check's report, so the operator and the
-    sensor say the same thing."""
-    head = not_admitted_head(ref, headline(pods), len(pods))
-    if not pods:
-        return head
-    return head + "\n" + remaining_detail(pods, now=now, limit=limit - len(head) - 1)
+    """The PodsRemainError message: `pods_remain_reason` as text, at most `limit` characters."""
+    return pods_remain_reason(ref, pods, now=now, limit=limit).text(limit)
 
 
 def accepted_risks_line(risks: Sequence[str]) -> str:

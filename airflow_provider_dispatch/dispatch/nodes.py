@@ -66,7 +66,8 @@ class Presence(StrEnum):
     UNSCHEDULED = "not scheduled"
 
 
-#: the kubelet's wait between its first Ready report after a return and its relist of pods (fencing.py)
+#: the kubelet's wait between its first Ready report after a return and its relist of pods (fencing.py); the real
+#: kubelet took at most 3.1 s (docs/fidelity.md, "The returned node, measured")
 RETURN_MARGIN_SECONDS: Final = 60.0
 #: a pod's `terminationGracePeriodSeconds` when it sets none (the API's default), and a record's without grace
 DEFAULT_GRACE_SECONDS: Final = 30

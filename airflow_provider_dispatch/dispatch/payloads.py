@@ -59,12 +59,26 @@ KUEUE_MESSAGE_API_LIMIT: Final = 32768
 #: the first few dozen pods and the census.
 KUEUE_MESSAGE_LIMIT: Final = 4096
 
-#: the detail's share of a wait reason: the reason adds at most this much around it ("waiting for the pods of
-#: TrainJob <namespace>/<name> to go. ", with a 63-character namespace and a 253-character name)
+#: the room kept in a wait reason for the lines that say who waits ("Waiting until the pods of TrainJob
+#: <namespace>/<name> (execution A) are gone or proven stopped.", the restart chain's submission), with a
+#: 63-character namespace and a 253-character name; the lines with the command and the permission take the
+#: rest of `HEADLINE_ROOM`'s neighbourhood, and `reasons.WaitReason.text` cuts the details to what is left
 REASON_WORDS_ROOM: Final = 512
-#: a wait reason's first line (`explain.headline`): the most urgent pods, their node and its state, and the one-line
-#: remedy; it names a node twice (253 characters each at most) and the pods within `NAMES_ROOM`
+#: a wait reason's first line (`reasons.WaitReason.first`, `explain.headline`): what to do about the most urgent
+#: node or what is awaited, and its subject. With names of ordinary length it is within `GLANCE`; this is the cut
+#: for any names (a node name may have 253 characters, and the line names it once or twice)
 HEADLINE_ROOM: Final = 768
+#: the characters of a wait reason's first line that Airflow 3.3's UI shows whole, without scrolling sideways, in a
+#: 1366x768 browser window with its default settings: neither the task log (`[api] default_wrap = False`) nor the
+#: Rendered Templates tab (its highlighter's theme sets `white-space: pre`) wraps, and each shows about 98
+#: characters of a line (the log's after its timestamp and level, with up to 999 lines; the tab's beside the
+#: field names); Storage → XCom wraps (tests/browser measures all three). Every first line, with names of ordinary
+#: length (a node like `gpu-node-017.internal`, a pod like `resnet-20261205-1-node-0-0-x7k2p`), is within it
+#: (tests/dispatch/test_reasons.py); longer names make it longer, never cut: each first line puts the action and
+#: its subject first, so what a longer name pushes past the edge is the end (a node state, a count)
+GLANCE: Final = 96
+#: the pod names a first line may name (`pod a, b and 3 more`): the rest are on the lines below
+GLANCE_NAMES_ROOM: Final = 40
 #: `DrainReport.detail`: what the wait reasons (below their headline), the event and the XCom quote
 DETAIL_LIMIT: Final = WAIT_REASON_LIMIT - REASON_WORDS_ROOM - HEADLINE_ROOM
 #: the event's fields around the report (status, ref, execution identity, held), and the spaces Airflow's JSON
@@ -289,6 +303,8 @@ __all__ = [
     "DETAIL_LIMIT",
     "DRAIN_XCOM_LIMIT",
     "FIRST_LINE_ROOM",
+    "GLANCE",
+    "GLANCE_NAMES_ROOM",
     "HEADLINE_ROOM",
     "KUEUE_MESSAGE_API_LIMIT",
     "KUEUE_MESSAGE_LIMIT",

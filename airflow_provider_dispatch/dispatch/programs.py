@@ -42,7 +42,7 @@ and server results are filtered locally again.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Collection, Generator, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, ClassVar, Final, Literal, Protocol, TypeAlias, TypeVar, cast
 
@@ -61,6 +61,7 @@ from airflow_provider_dispatch.dispatch.assessment import (
     Execution,
     ManagedObject,
     Mode,
+    Released,
     Status,
     assess,
     finished,
@@ -781,9 +782,9 @@ def release(
     text = str(obj.ref)
     if obj.mode is Mode.KUEUE:
         yield from _set_workloads_active(obj, active=True)
-        return obj.execution
+        return replace(obj.execution, released=Released.WORKLOAD_ACTIVE)
     if not is_held(trainjob):
-        return obj.execution
+        return replace(obj.execution, released=Released.ALREADY_RUNNING)
     _refuse_unadmittable(trainjob, text)
     trainjob, execution_pods = yield from ensure_record(trainjob, obj, page_size=page_size)
     runtime = yield from _check_before_admission(
@@ -807,9 +808,9 @@ def release(
         # Otherwise the conflict stays retryable and the check runs again on the new state.
         current = yield from read_trainjob(target)
         if not is_held(current):
-            return managed(current).execution
+            return replace(managed(current).execution, released=Released.RUNNING_AFTER_CONFLICT)
         raise
-    return _written_execution(written, execution)
+    return replace(_written_execution(written, execution), released=Released.ADMITTED)
 
 
 def kueue_admit(

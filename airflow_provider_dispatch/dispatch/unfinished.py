@@ -27,11 +27,21 @@ from datetime import datetime
 from functools import cached_property
 from typing import Any, Final
 
+from airflow_provider_dispatch.dispatch import reasons
 from airflow_provider_dispatch.dispatch.assessment import Mode, State, Status, admission_checks, is_held, managed
 from airflow_provider_dispatch.dispatch.blocking import RemainingPod, node_name_of, remaining_pods
-from airflow_provider_dispatch.dispatch.explain import headline, unblock_hints
+from airflow_provider_dispatch.dispatch.explain import unblock_hints, urgent
 from airflow_provider_dispatch.dispatch.nodes import NodeLookup, Presence, Readiness
-from airflow_provider_dispatch.dispatch.payloads import NAMES_ROOM, and_more, attention, cut, fingerprint, fit
+from airflow_provider_dispatch.dispatch.payloads import (
+    HEADLINE_ROOM,
+    NAMES_ROOM,
+    and_more,
+    attention,
+    cut,
+    fingerprint,
+    fit,
+)
+from airflow_provider_dispatch.dispatch.reasons import Remedy, WaitReason, compose
 from airflow_provider_dispatch.dispatch.vocabulary import condition, field, name_of, object_list
 
 #: the pod condition the scheduler writes (`PodScheduled=False` with `Unschedulable` or `SchedulingGated`)
@@ -44,26 +54,43 @@ STARTING: Final = frozenset({"ContainerCreating", "PodInitializing"})
 #: at most this much of a message quoted from the API (a scheduler's or Kueue's): the rest is in `kubectl describe`
 QUOTE_ROOM: Final = 300
 
+#: what to do about pods Pending for a reason: the first line's short remedy, then the line below it (`Remedy`)
 _PENDING_REMEDIES: Final = {
-    "Unschedulable": "add capacity that fits them, or relax their requests, node selector, affinity or tolerations",
-    "SchedulingGated": "a controller holds them with scheduling gates: see which one (kubectl get pod -o yaml)",
-    "ErrImagePull": "fix the image name, or the pull secret",
-    "ImagePullBackOff": "fix the image name, or the pull secret",
-    "InvalidImageName": "fix the image name",
-    "CreateContainerConfigError": "create the ConfigMap or Secret they reference, or fix the reference",
-    "CreateContainerError": "fix the container's command, mounts or security settings",
+    "Unschedulable": Remedy(
+        "Add capacity or relax their requests or placement",
+        note="Add capacity that fits them, or relax their requests, node selector, affinity or tolerations "
+        "(the scheduler's message below says what is short).",
+        runbook=reasons.OUTCOME_WAITS,
+    ),
+    "SchedulingGated": Remedy(
+        "Find the controller that holds their scheduling gates",
+        note="See which gates they carry (kubectl get pod -o yaml) and which controller removes them.",
+        runbook=reasons.OUTCOME_WAITS,
+    ),
+    "ErrImagePull": Remedy("Fix the image name or the pull secret", runbook=reasons.OUTCOME_WAITS),
+    "ImagePullBackOff": Remedy("Fix the image name or the pull secret", runbook=reasons.OUTCOME_WAITS),
+    "InvalidImageName": Remedy("Fix the image name", runbook=reasons.OUTCOME_WAITS),
+    "CreateContainerConfigError": Remedy(
+        "Create the ConfigMap or Secret they reference",
+        note="Or fix the reference in the runtime or the TrainJob.",
+        needs="create configmaps or secrets in its namespace",
+        runbook=reasons.OUTCOME_WAITS,
+    ),
+    "CreateContainerError": Remedy("Fix their command, mounts or security settings", runbook=reasons.OUTCOME_WAITS),
 }
-_STARTING_REMEDY: Final = "nothing to do yet: the scheduler and the kubelet are at work"
+_STARTING: Final = ("starting", "not scheduled yet")
 #: the urgency of pods that are only starting: nobody has to act on them, so their changes are no progress
 STARTING_URGENCY: Final = 9
 
 
 @dataclass(frozen=True)
 class Blocker:
-    """One thing that keeps the TrainJob from finishing: a short headline (what, where, the remedy), the details,
-    and the `{pod, node, node_state}` entries that say whether it changed (`payloads.fingerprint`)."""
+    """One thing that keeps the TrainJob from finishing: a short headline (what to do, or what is awaited, and its
+    subject), the lines that say how (`reasons.Remedy.how`), the details, and the `{pod, node, node_state}`
+    entries that say whether it changed (`payloads.fingerprint`)."""
 
     headline: str
+    how: tuple[str, ...]
     details: tuple[str, ...]
     entries: tuple[tuple[str, str, str], ...]
     #: lower first (`payloads.attention` for nodes; the TrainJob's own state first of all; pods starting last)
@@ -86,11 +113,26 @@ class Unfinished:
 
     @property
     def first_line(self) -> str:
-        """Short and complete: the most urgent blocker's headline, or that nothing blocks."""
+        """Short and complete: the most urgent blocker's headline, or that the training runs and nothing blocks."""
         if not self.blockers:
-            return f"nothing keeps it from finishing: {self.pods_line}"
+            return f"Waiting for the training to finish; nothing blocks it ({self.phases_text})"
+        return self.blockers[0].headline
+
+    @property
+    def how(self) -> tuple[str, ...]:
+        """The lines below the first: the most urgent blocker's how, and how many more things block."""
+        if not self.blockers:
+            return ()
         more = len(self.blockers) - 1
-        return self.blockers[0].headline + (f" (and {more:,} more below)" if more else "")
+        noun = "thing blocks" if more == 1 else "things block"
+        return (*self.blockers[0].how, *((f"{more:,} more {noun} it: see below.",) if more else ()))
+
+    @property
+    def phases_text(self) -> str:
+        """`pods: 2 Running`, or that none runs."""
+        if not self.phases:
+            return "no pod running or pending"
+        return "pods: " + ", ".join(f"{count:,} {phase}" for phase, count in self.phases)
 
     @property
     def pods_line(self) -> str:
@@ -100,17 +142,31 @@ class Unfinished:
         deleting = f", {self.terminating:,} of them Terminating" if self.terminating else ""
         return f"pods of execution {self.admission} not finished: {counts}{deleting}"
 
-    def text(self, limit: int | None = None) -> str:
-        """The first line, then the other headlines, the details and the pods, one per line; with `limit`, the
-        leading lines that fit in `limit` characters (`payloads.fit`) and a note of how many were left out."""
-        lines = [self.first_line]
-        lines += [blocker.headline for blocker in self.blockers[1:]]
+    @property
+    def detail_lines(self) -> tuple[str, ...]:
+        """What follows the first line and its how: the other blockers' headlines and how, every detail, the
+        pods by phase."""
+        lines = [line for blocker in self.blockers[1:] for line in (blocker.headline, *blocker.how)]
         lines += [detail for blocker in self.blockers for detail in blocker.details]
         if self.blockers:
             lines.append(self.pods_line)
-        if limit is None:
-            return "\n".join(lines)
-        return fit(lines, len(lines), limit, separator="\n", more=lambda n: f"({n:,} more lines left out)")[0]
+        return tuple(lines)
+
+    def reason(self, *about: str, limit: int | None = None) -> WaitReason:
+        """The explanation as a wait reason (`reasons.compose`): the first line, its how, `about` (who waits),
+        then the details; with `limit`, the details are the leading lines that fit in what is left of it."""
+        details = "\n".join(self.detail_lines)
+        if limit is not None:
+            head = len(compose(self.first_line, self.how, about).text(None))
+            lines = self.detail_lines
+            details = fit(lines, len(lines), limit - head - 1, separator="\n", more=_left_out)[0]
+        return compose(self.first_line, self.how, about, details)
+
+    def text(self, limit: int | None = None) -> str:
+        """The first line, its how, then the other headlines, the details and the pods, one per line; with
+        `limit`, the leading lines that fit in `limit` characters (`payloads.fit`) and a note of how many were
+        left out."""
+        return self.reason(limit=limit).text(limit)
 
     @cached_property
     def fingerprint(self) -> str:
@@ -128,13 +184,20 @@ class Unfinished:
         return fingerprint(entries)
 
     def as_dict(self, limit: int) -> dict[str, Any]:
-        """JSON for the trigger's event and the sensor: the first line, the text within `limit`, the fingerprint."""
+        """JSON for the trigger's event and the sensor: the first line, its how, the rest (`detail`) within what
+        `limit` leaves, the fingerprint."""
+        reason = self.reason(limit=limit)
         return {
-            "headline": self.first_line,
-            "detail": self.text(limit),
+            "headline": reason.first,
+            "how": list(reason.how),
+            "detail": reason.details,
             "blockers": len(self.blockers),
             "fingerprint": self.fingerprint,
         }
+
+
+def _left_out(count: int) -> str:
+    return f"({count:,} more lines left out)"
 
 
 # --- pods --------------------------------------------------------------------------------------------------
@@ -162,9 +225,11 @@ def _node_blockers(pods: Sequence[RemainingPod], now: datetime | None) -> list[B
     for members in groups.values():
         node = members[0].node
         lost = not node.ceased  # ceased: PodGC's turn, the headline says it all
+        first, how = urgent(members)
         blockers.append(
             Blocker(
-                headline=headline(members),
+                headline=first,
+                how=how,
                 details=unblock_hints(members, now=now) if lost else (),
                 entries=tuple((p.name, node.name or "", node.label) for p in members),
                 urgency=attention(node),
@@ -198,16 +263,26 @@ def _pending_blockers(pods: Sequence[Mapping[str, Any]]) -> list[Blocker]:
         names = [name for name, _ in members]
         noun = "pod " if len(names) == 1 else "pods "
         listed = noun + fit(names, len(names), NAMES_ROOM, more=and_more)[0]
-        starting = reason in ("starting", "not scheduled yet")
-        fallback = _STARTING_REMEDY if starting else "see the pod's events (kubectl describe pod)"
-        remedy = _PENDING_REMEDIES.get(reason, fallback)
+        count = f"{len(names):,} pod" if len(names) == 1 else f"{len(names):,} pods"
+        starting = reason in _STARTING
+        if starting:
+            remedy = Remedy(
+                f"Waiting for {count} to start ({reason})",
+                note="Nothing to do yet: the scheduler and the kubelet are at work.",
+            )
+            first = remedy.action
+        else:
+            fallback = Remedy("See their events (kubectl describe pod)", runbook=reasons.OUTCOME_WAITS)
+            remedy = _PENDING_REMEDIES.get(reason, fallback)
+            first = f"{remedy.action}: {count} Pending ({reason})"
         quoted = [(name, cut(message, QUOTE_ROOM)) for name, message in members if message]
         blockers.append(
             Blocker(
-                headline=f"{listed} Pending ({reason}): {remedy}",
-                details=_split_details(quoted, reason),
+                headline=cut(first, HEADLINE_ROOM),
+                how=remedy.how,
+                details=(f"{listed} Pending ({reason})", *_split_details(quoted, reason)),
                 entries=tuple((name, "", f"Pending: {reason}") for name in names),
-                urgency=STARTING_URGENCY if remedy == _STARTING_REMEDY else 7,
+                urgency=STARTING_URGENCY if starting else 7,
             )
         )
     return blockers
@@ -247,17 +322,25 @@ def _workload_blocker(ref: str, trainjob: Mapping[str, Any], workload: Mapping[s
         if not held:
             return None
         return _trainjob_blocker(
-            f"TrainJob {ref} is suspended and has no Kueue Workload yet: check that its LocalQueue exists and "
-            "Kueue runs",
-            "Kueue creates a Workload for a TrainJob with the kueue.x-k8s.io/queue-name label, then admits it.",
+            Remedy(
+                "Check that its LocalQueue exists and Kueue runs: the TrainJob has no Kueue Workload yet",
+                note="Kueue creates a Workload for a TrainJob with the kueue.x-k8s.io/queue-name label, then admits "
+                "it.",
+                runbook=reasons.OUTCOME_WAITS,
+            ),
+            f"TrainJob {ref} is suspended and has no Kueue Workload yet",
             kind="no workload",
         )
     name = name_of(workload)
     evicted = _true(workload, CONDITION_EVICTED)
     if evicted is not None:
         return _trainjob_blocker(
-            f"Workload {name} was evicted ({evicted.get('reason') or 'no reason given'}): Kueue suspends the "
-            "TrainJob and queues it again; it runs again once admitted",
+            Remedy(
+                f"Waiting for Kueue to admit Workload {name} again: it was evicted "
+                f"({evicted.get('reason') or 'no reason given'})",
+                note="Kueue suspends the TrainJob and queues it again; it runs again once admitted.",
+                runbook=reasons.OUTCOME_WAITS,
+            ),
             f"Workload {name} Evicted: {_said(evicted)}",
             kind=f"evicted {evicted.get('reason')}",
         )
@@ -265,40 +348,61 @@ def _workload_blocker(ref: str, trainjob: Mapping[str, Any], workload: Mapping[s
         return None
     if field(workload, "spec", "active") is False:
         return _trainjob_blocker(
-            f"Workload {name} is deactivated (held by dispatch): release the TrainJob to run it again",
-            "dispatch holds a TrainJob under Kueue by deactivating its Workload (spec.active=false).",
+            Remedy(
+                f"Release the TrainJob: its Workload {name} is deactivated (held by dispatch)",
+                note="dispatch holds a TrainJob under Kueue by deactivating its Workload (spec.active=false).",
+                runbook=reasons.OUTCOME_WAITS,
+            ),
             kind="deactivated",
         )
     quota = condition(workload, CONDITION_QUOTA_RESERVED)
     if quota is None:
         return _trainjob_blocker(
-            f"Workload {name} is queued and Kueue has not considered it yet: it usually does within seconds; if "
-            "not, check that Kueue runs and its ClusterQueue is active",
+            Remedy(
+                f"Waiting for Kueue to consider Workload {name} (queued, no QuotaReserved yet)",
+                note="It usually does within seconds; if not, check that Kueue runs and its ClusterQueue is active.",
+                runbook=reasons.OUTCOME_WAITS,
+            ),
             f"Workload {name} has no QuotaReserved condition yet",
             kind="not considered",
         )
     if quota.get("status") != "True":
         return _trainjob_blocker(
-            f"Workload {name} is not admitted: no quota is reserved for it; free or add quota in its ClusterQueue",
+            Remedy(
+                f"Free or add quota in its ClusterQueue: Workload {name} has no quota reserved",
+                note="Kueue's message below says what is short.",
+                needs="update clusterqueues",
+                runbook=reasons.OUTCOME_WAITS,
+            ),
             f"Workload {name} QuotaReserved=False: {_said(quota) or 'Kueue has not considered it yet'}",
             kind=f"no quota {_said(quota)[:80]}",
         )
     pending = [check for check in admission_checks(workload) if check.state != "Ready"]
     if pending:
         first = pending[0]
+        said = first.message.splitlines()[0] if first.message.strip() else ""
         return _trainjob_blocker(
-            f"Workload {name} waits for admission check {first.name} ({first.state})",
+            Remedy(
+                said or f"Waiting for admission check {first.name} of Workload {name} ({first.state})",
+                note=f"Workload {name} waits for admission check {first.name} ({first.state}).",
+            ),
             *(check.line for check in pending),
             kind=f"check {first.name} {first.state}",
         )
     return _trainjob_blocker(
-        f"Workload {name} is admitted and the TrainJob still suspended: Kueue unsuspends it next",
+        Remedy(f"Waiting for Kueue to unsuspend the TrainJob: Workload {name} is admitted"),
         kind="admitted",
     )
 
 
-def _trainjob_blocker(headline_text: str, *details: str, kind: str) -> Blocker:
-    return Blocker(headline=headline_text, details=tuple(details), entries=(("", "", kind),), urgency=-1)
+def _trainjob_blocker(remedy: Remedy, *details: str, kind: str) -> Blocker:
+    return Blocker(
+        headline=cut(remedy.action, HEADLINE_ROOM),
+        how=remedy.how,
+        details=tuple(details),
+        entries=(("", "", kind),),
+        urgency=-1,
+    )
 
 
 def explain_unfinished(
@@ -323,9 +427,13 @@ def explain_unfinished(
     elif is_held(trainjob):
         blockers.append(
             _trainjob_blocker(
-                f"TrainJob {ref} is suspended (held): it runs nothing until it is released; release it",
-                "dispatch holds a TrainJob with spec.suspend=true: its pods are deleted and none is created until "
-                "a release admits the next execution (TrainJobReleaseOperator).",
+                Remedy(
+                    "Release the TrainJob to run it: it is held (suspended) and runs nothing",
+                    note="dispatch holds a TrainJob with spec.suspend=true: its pods are deleted and none is created "
+                    "until a release admits the next execution (TrainJobReleaseOperator).",
+                    runbook=reasons.OUTCOME_WAITS,
+                ),
+                f"TrainJob {ref} is suspended (held)",
                 kind="held",
             )
         )
@@ -358,13 +466,14 @@ def with_unfinished(
     workload: Mapping[str, Any] | None = None,
     now: datetime | None = None,
 ) -> Status:
-    """`status` (`assessment.assess`) with, for a running TrainJob, what keeps it from finishing added to its
-    detail in full (`dispatch status` prints every line); other states are returned as they are. `pods` are the
-    pods the drain check read (selected again here)."""
+    """`status` (`assessment.assess`) with, for a running TrainJob, what keeps it from finishing put first in its
+    detail, in full (`dispatch status` prints every line), as every wait reason says what to do first
+    (`dispatch.reasons`); other states are returned as they are. `pods` are the pods the drain check read
+    (selected again here)."""
     if status.state is not State.RUNNING:
         return status
     why = explain_unfinished(trainjob, managed(trainjob).selection.select(pods), nodes, workload=workload, now=now)
-    return replace(status, detail=f"{status.detail}\n{why.text()}")
+    return replace(status, detail=why.reason(*status.detail.splitlines()).text(None))
 
 
 __all__ = ["Blocker", "Unfinished", "explain_unfinished", "pending_reason", "with_unfinished"]

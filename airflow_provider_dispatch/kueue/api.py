@@ -16,12 +16,12 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any, Final
 
 import aiohttp
 
-from airflow_provider_dispatch.dispatch.errors import scrub
+from airflow_provider_dispatch.dispatch.errors import UnreachableError, scrub
 from airflow_provider_dispatch.dispatch.transport import AUTH_SETTINGS, decode_status_body, describe_transport_error
 from airflow_provider_dispatch.dispatch.vocabulary import ApiCoordinates
 
@@ -64,12 +64,22 @@ def _timeout(connect: float, read: float) -> aiohttp.ClientTimeout:
 
 
 class KubeApi:
-    """Raw JSON calls through one `kubernetes_asyncio.client.ApiClient` (not closed here)."""
+    """Raw JSON calls through one `kubernetes_asyncio.client.ApiClient` (not closed here). `write_permit`, when
+    given, is asked before every write and raises to stop it unsent (`leader.WritePermit.check`: only the leader
+    writes)."""
 
-    def __init__(self, api_client: Any, *, connect_timeout: float = 10.0, read_timeout: float = 60.0) -> None:
+    def __init__(
+        self,
+        api_client: Any,
+        *,
+        connect_timeout: float = 10.0,
+        read_timeout: float = 60.0,
+        write_permit: Callable[[str], None] | None = None,
+    ) -> None:
         self.api_client = api_client
         self.connect_timeout = connect_timeout
         self.read_timeout = read_timeout
+        self.write_permit = write_permit
 
     async def _open(
         self,
@@ -83,6 +93,11 @@ class KubeApi:
         read_timeout: float | None = None,
     ) -> Any:
         """The unread aiohttp response of a 2xx answer; ApiCallError otherwise."""
+        if method != "GET" and self.write_permit is not None:
+            try:
+                self.write_permit(what)
+            except UnreachableError as refusal:  # not sent: to the caller, a call that got no answer
+                raise ApiCallError(None, refusal.message, what) from None
         try:
             response = await self.api_client.call_api(
                 path,
@@ -139,6 +154,17 @@ class KubeApi:
         return await self._json(
             "GET", coords.path(), f"list {coords.resource}", query={k: v for k, v in query.items() if v is not None}
         )
+
+    async def create(self, coords: ApiCoordinates, namespace: str | None, body: Obj) -> Obj:
+        name = str((body.get("metadata") or {}).get("name", ""))
+        return await self._json(
+            "POST", coords.path(namespace), f"create {coords.resource} {_where(namespace, name)}", body=body
+        )
+
+    async def replace(self, coords: ApiCoordinates, namespace: str | None, name: str, body: Obj) -> Obj:
+        """PUT: conditional on the body's `metadata.resourceVersion` (409 when the object changed since)."""
+        path = coords.path(namespace, name)
+        return await self._json("PUT", path, f"replace {coords.resource} {_where(namespace, name)}", body=body)
 
     async def apply_status(self, coords: ApiCoordinates, body: Obj, field_manager: str) -> Obj:
         """Server-side apply of `body` to the object's status subresource, with ForceOwnership."""

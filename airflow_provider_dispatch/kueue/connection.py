@@ -3,8 +3,10 @@
 In a cluster the Deployment gives no kubeconfig: the controller then uses the service account token the kubelet
 mounts (`kubernetes_asyncio` `load_incluster_config`, which re-reads the token as it is rotated). Outside one,
 `--kubeconfig` (or `$KUBECONFIG`, or `~/.kube/config`) is read as `AsyncDispatchAdapter.from_kubeconfig` reads
-it. Either way the controller ends up with one `AsyncDispatchAdapter`: the drain check runs through it, and the
-controller's own calls share its client and connections.
+it. Either way the controller ends up with one `AsyncDispatchAdapter` (a `ControllerAdapter`): the drain check runs
+through it, and the controller's own calls share its client and connections. `ControllerAdapter` adds one thing:
+each write it would send asks the controller's write permit first (leader.py: only the leader writes), so the
+admitting PUT of a replica that is no longer surely the leader is never sent.
 """
 
 from __future__ import annotations
@@ -20,9 +22,22 @@ import kubernetes_asyncio
 
 from airflow_provider_dispatch.dispatch.async_adapter import AsyncDispatchAdapter
 from airflow_provider_dispatch.dispatch.errors import RefusedError
-from airflow_provider_dispatch.dispatch.transport import kubeconfig_refusal
+from airflow_provider_dispatch.dispatch.programs import Request, Response
+from airflow_provider_dispatch.dispatch.transport import WRITE_VERBS, kubeconfig_refusal
 
 IN_CLUSTER_ENV = "KUBERNETES_SERVICE_HOST"
+
+
+class ControllerAdapter(AsyncDispatchAdapter):
+    """The dispatch adapter, asking `write_permit` (when set) before it sends any write; the permit raises an
+    `UnreachableError` to stop it, which the program reports as a call that got no answer: nothing decided."""
+
+    write_permit: Callable[[str], None] | None = None
+
+    async def respond(self, request: Request) -> Response:
+        if self.write_permit is not None and request.verb in WRITE_VERBS:
+            self.write_permit(request.describe())
+        return await super().respond(request)
 
 
 def in_cluster(environ: Mapping[str, str] | None = None) -> bool:
@@ -48,13 +63,13 @@ async def connect(
                 f"the in-cluster configuration could not be loaded ({type(error).__name__}: {error}). Run the "
                 "controller in a Pod with a service account token, or give --kubeconfig."
             ) from None
-        return AsyncDispatchAdapter(kubernetes_asyncio.client.ApiClient(configuration), owns_client=True, **options)
+        return ControllerAdapter(kubernetes_asyncio.client.ApiClient(configuration), owns_client=True, **options)
     try:
-        return await AsyncDispatchAdapter.from_kubeconfig(kubeconfig, context=context, **options)
+        return await ControllerAdapter.from_kubeconfig(kubeconfig, context=context, **options)
     except RefusedError:
         raise
     except Exception as error:
         raise kubeconfig_refusal(str(kubeconfig), error) from None
 
 
-__all__ = ["connect", "in_cluster"]
+__all__ = ["ControllerAdapter", "connect", "in_cluster"]

@@ -13,10 +13,14 @@ A key is never reconciled by two workers at once (workqueue.py). Every failure i
 unreachable API server, 403s, a reconcile that raised, a watch that ended; nothing kills the controller but a
 cancel.
 
-It runs as one replica (the Deployment in deploy/admission-controller uses `replicas: 1` and the `Recreate`
-strategy, so an old and a new pod do not overlap in a rollout). Two replicas would still never admit twice (the
-write that raises A is conditional and keyed per admission, and our entry's apply is conditional on the version
-read), but they would do every check twice; leader election is therefore not built in.
+One controller is one term of leadership (runner.py): with leader election, the runner makes a new controller
+each time its replica acquires the Lease and cancels it when the replica stops leading, and every write the
+controller sends (through its `KubeApi` and the adapter) asks the write permit first (leader.py). Without leader
+election the permit always allows. Two controllers at once would still never admit twice (the write that raises
+A is conditional and keyed per admission, and our entry's apply is conditional on the version read); the election
+keeps them from doing every check twice, and the standby from writing at all.
+
+Each reconcile's outcome is counted in `metrics` (metrics.py), which `http.py` serves.
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ import asyncio
 import contextlib
 import logging
 import random
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -37,7 +41,9 @@ from airflow_provider_dispatch.dispatch.payloads import KUEUE_MESSAGE_LIMIT, by_
 from airflow_provider_dispatch.kueue import checks as ac
 from airflow_provider_dispatch.kueue.api import ApiCallError, KubeApi
 from airflow_provider_dispatch.kueue.clock import Clock, timestamp
+from airflow_provider_dispatch.kueue.connection import ControllerAdapter
 from airflow_provider_dispatch.kueue.informer import Event, Informer, object_key
+from airflow_provider_dispatch.kueue.metrics import ControllerMetrics
 from airflow_provider_dispatch.kueue.reconciler import Outcome, Reconciler
 from airflow_provider_dispatch.kueue.verdicts import Retry
 from airflow_provider_dispatch.kueue.waiting import WaitingIndex, node_signature
@@ -84,12 +90,23 @@ class AdmissionController:
 
     name = "dispatch-admission-controller"
 
-    def __init__(self, adapter: AsyncDispatchAdapter, clock: Clock, options: ControllerOptions | None = None) -> None:
+    def __init__(
+        self,
+        adapter: AsyncDispatchAdapter,
+        clock: Clock,
+        options: ControllerOptions | None = None,
+        *,
+        write_permit: Callable[[str], None] | None = None,
+        metrics: ControllerMetrics | None = None,
+    ) -> None:
         self.options = options or ControllerOptions()
         self.adapter = adapter
         self.clock = clock
         self.rng = random.Random(self.options.seed)
-        self.api = KubeApi(adapter.api_client)
+        self.metrics = metrics or ControllerMetrics(leader=True)
+        if isinstance(adapter, ControllerAdapter):
+            adapter.write_permit = write_permit
+        self.api = KubeApi(adapter.api_client, write_permit=write_permit)
         self.waiting = WaitingIndex()
         self.ours: frozenset[str] = frozenset()
         self.workloads = Informer(self.api, v.WORKLOAD, clock, rng=self.rng)
@@ -265,7 +282,11 @@ class AdmissionController:
             raise
         except Exception:  # a bug must not stop the controller: log it and retry the Workload later
             logger.exception("reconcile of Workload %s/%s failed", *key, extra={"workload": "/".join(key)})
+            self.metrics.failed("reconcile")
             return Outcome(Retry.TRANSIENT)
+        if outcome.verdict is not None:
+            self.metrics.checked(outcome.verdict, written=outcome.written, write_failed=outcome.write_failed)
+        self.metrics.waiting_workloads = len(self.waiting.all())
         self._log(key, outcome)
         return outcome
 

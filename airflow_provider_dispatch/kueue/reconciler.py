@@ -56,6 +56,8 @@ class Outcome:
     verdict: Verdict | None = None
     written: bool = False
     skipped: str = ""
+    #: the verdict was reached but its write failed (or was not sent: this replica is not the leader)
+    write_failed: bool = False
 
 
 def _api_error(error: ApiCallError, ref: str, verb: str, resource: str) -> DispatchError:
@@ -106,7 +108,7 @@ class Reconciler:
                 failure.message,
                 extra={"workload": target.ref},
             )
-            return Outcome(Retry.TRANSIENT if failure.retryable else Retry.REFUSED, verdict)
+            return Outcome(Retry.TRANSIENT if failure.retryable else Retry.REFUSED, verdict, write_failed=True)
         self._track(key, target, verdict, identity)
         return Outcome(verdict.retry, verdict, written)
 

@@ -4,9 +4,11 @@ The rule itself is not here: `programs.kueue_admit` runs it (DESIGN §3, §6) an
 dispatch's errors. This module only turns that result into the entry Kueue reads:
 
 * A raised, or already raised for this admission: **Ready**, saying which execution was admitted; done.
-* `PodsRemainError`: **Pending**, `waiting for pods of the previous execution to go: <pod> on <node> (<node
-  state>), ...`, at most `payloads.KUEUE_MESSAGE_LIMIT` characters (the first pods by name, then the census of
-  every node state); looked at again after a backoff, and at once when a pod or node of the object changes.
+* `PodsRemainError`: **Pending**, with a message that reads as every wait reason (`dispatch.reasons`: what to do
+  about the most urgent node first, its command, permission and runbook section, then `pods of the previous
+  execution remain: <pod> on <node> (<node state>), ...`), at most `payloads.KUEUE_MESSAGE_LIMIT` characters (the
+  first pods by name, then the census of every node state); looked at again after a backoff, and at once when a
+  pod or node of the object changes.
 * `HoldSettlingError` (the hold is observed, but a write a controller started before Kueue suspended the
   TrainJob may still land, evidence.py): **Pending**, saying until when; looked at again once it has settled.
 * any other `UnreachableError` (API unreachable, 5xx, 429, 409, suspension not yet observed): nothing is

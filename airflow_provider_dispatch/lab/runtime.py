@@ -31,7 +31,9 @@ from aiohttp import web
 
 from airflow_provider_dispatch.lab.apiserver.auth.auth import Authenticator, Authorizer
 from airflow_provider_dispatch.lab.apiserver.auth.rbac_setup import LabRbac
+from airflow_provider_dispatch.lab.apiserver.impersonation import refuse_impersonation
 from airflow_provider_dispatch.lab.apiserver.registry.admission import AdmissionChain
+from airflow_provider_dispatch.lab.apiserver.registry.crd_objects import CrdObjects
 from airflow_provider_dispatch.lab.apiserver.registry.resources import Registry, default_registry
 from airflow_provider_dispatch.lab.apiserver.registry.strategy import prepare_create
 from airflow_provider_dispatch.lab.apiserver.server import LabApiServer
@@ -116,6 +118,7 @@ class AsyncLab:
         self.store.add_listener(self.ledger.observe)
         self.admission = AdmissionChain()
         self.registry = registry or default_registry()
+        crds = CrdObjects(self.store, self.registry, self.clock)  # `kubectl get crd`: installed when first asked
         self.server = LabApiServer(
             self.registry,
             self.store,
@@ -123,7 +126,7 @@ class AsyncLab:
             admission=self.admission,
             authenticator=authenticator,
             authorizer=authorizer,
-            middlewares=middlewares,
+            middlewares=(*middlewares, refuse_impersonation, crds.middleware),
             bookmark_interval=bookmark_interval,
         )
         self._host, self._port = host, port

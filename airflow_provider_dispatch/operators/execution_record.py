@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any, Final
 
 from airflow_provider_dispatch.dispatch.assessment import ManagedObject
@@ -89,16 +89,22 @@ class ExecutionRecords:
         return record if record is not None and record.ref == ref else None
 
     def record(self, expected: ExpectedExecution) -> None:
-        if self.store is not None:
-            self.store.set(STATE_KEY, expected.as_json())
-            self.log.info(
-                "Recorded, before the admitting write, the execution this try expects: admission %s of %s (job id "
-                "%s, submission %s); a retry after a lost answer returns it instead of admitting again",
-                expected.admission,
-                expected.ref,
-                expected.job_id,
-                expected.submission,
-            )
+        """Store `expected`; say so in the log once per expected execution (an open records again when the
+        TrainJob it created has a uid, which is the same expectation, said at debug level)."""
+        if self.store is None:
+            return
+        before = ExpectedExecution.from_json(self.store.get(STATE_KEY))
+        self.store.set(STATE_KEY, expected.as_json())
+        same = before is not None and replace(before, uid=expected.uid) == expected
+        say = self.log.debug if same else self.log.info
+        say(
+            "Noted in the task state store that this try admits execution %s of TrainJob %s (job id %s, submission "
+            "%s), so that a retry after a lost answer returns it instead of admitting again",
+            expected.admission,
+            expected.ref,
+            expected.job_id,
+            expected.submission,
+        )
 
     def forget(self) -> None:
         if self.store is not None:

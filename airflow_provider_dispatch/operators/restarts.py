@@ -48,8 +48,9 @@ without changing any decision, such as pods going from Pending to Running) for `
 chain never defers on a timer shorter than that; an outcome, drained or ceased is reported at once.
 
 The wait reason is shown at every stage as the sensors show theirs (`wait_reason.ShowsWaitReason`: log lines,
-the rendered field `wait_reason`, the XCom `wait_reason`), prefixed with the submission. The rendered field
-`trainjobs` lists the chain's TrainJobs that exist, as they are opened.
+the rendered field `wait_reason`, the XCom `wait_reason`): its first line says what to do or what is awaited, and
+the chain's line (`chain_line`: the submission, the restarts used and allowed) follows the remedy. The rendered
+field `trainjobs` lists the chain's TrainJobs that exist, as they are opened.
 
 XCom (the return value) when a submission completes::
 
@@ -73,6 +74,7 @@ from airflow.triggers.base import BaseTrigger
 
 from airflow_provider_dispatch.dispatch import programs, restarts, resume
 from airflow_provider_dispatch.dispatch.errors import FinishedError
+from airflow_provider_dispatch.dispatch.reasons import WaitReason
 from airflow_provider_dispatch.dispatch.restarts import Chain, RestartState, Stage
 from airflow_provider_dispatch.dispatch.validation import Ref
 from airflow_provider_dispatch.dispatch.vocabulary import LABEL_JOB_ID
@@ -116,7 +118,8 @@ class TrainJobRestartOperator(ShowsWaitReason, TrainJobOpenOperator):
     `settle_seconds`, `accepted_risks`) and `TrainJobOperator` (the connection).
     """
 
-    template_fields: Sequence[str] = ("manifest", "max_restarts", "wait_reason", "trainjobs")
+    #: the wait reason first: the Rendered Templates tab lists the fields in this order
+    template_fields: Sequence[str] = ("wait_reason", "trainjobs", "manifest", "max_restarts")
     overwrite_rtif_after_execution: bool = True
 
     def __init__(
@@ -425,17 +428,20 @@ class TrainJobRestartOperator(ShowsWaitReason, TrainJobOpenOperator):
         """The open's wait (a namesake's pods) and the drain are bounded from the start of their stage."""
         return self.state.stage_started + self.wait_timeout
 
-    def _show_reason(self, reason: str) -> None:
-        """The open's waits (`AdmittingOperator`) shown as the sensors show theirs."""
+    def _show_reason(self, reason: WaitReason) -> None:
+        """The open's waits (`AdmittingOperator`) shown as the sensors show theirs, with the chain's line."""
         if self._context is None:
             super()._show_reason(reason)
             return
         submission = self.state.submission
-        self.show_wait_reason(
-            self._context,
-            f"submission {submission}: opening waits. {reason}",
-            f"submission {submission}: still waiting to open TrainJob {self.ref_of(submission)}",
-        )
+        chain = f"{self.chain_line()}: opening TrainJob {self.ref_of(submission)} waits."
+        self.show_wait_reason(self._context, reason.around(chain))
+
+    def chain_line(self) -> str:
+        """Who waits, in the chain's words: the submission and the restarts allowed. Every wait reason of the
+        chain carries it below its first line and remedy (`reasons.WaitReason.around`), never before them."""
+        state = self.state
+        return f"Restart chain, submission {state.submission} of at most {state.max_restarts + 1}"
 
     def execute_complete(
         self,
@@ -496,9 +502,8 @@ class TrainJobRestartOperator(ShowsWaitReason, TrainJobOpenOperator):
 
     def outcome_shown(self, context: Context, check: Any) -> bool:
         """Show the outcome wait's reason; on an outcome, move the chain on (True)."""
-        finished, reason, short = outcome_wait_reason(check, self.awaited())
-        prefix = f"submission {self.state.submission}: "
-        self.show_wait_reason(context, prefix + reason, prefix + short)
+        finished, reason = outcome_wait_reason(check, self.awaited())
+        self.show_wait_reason(context, reason.around(f"{self.chain_line()}."))
         if finished:
             admission = check.execution.admission
             self.move(restarts.Finished(str(check.outcome), check.reason, check.message, time.time(), admission))
@@ -543,9 +548,9 @@ class TrainJobRestartOperator(ShowsWaitReason, TrainJobOpenOperator):
         """Show the drain wait's reason; when drained or ceased, move the chain on (True)."""
         submission = self.state.submission
         ref = str(self.ref_of(submission))
-        outcome, reason, short = drain_wait_reason(check, accept_ceased=True, ref=ref)
-        prefix = f"submission {submission} failed; before submission {submission + 1}: "
-        self.show_wait_reason(context, prefix + reason, prefix + short)
+        outcome, reason = drain_wait_reason(check, accept_ceased=True, ref=ref)
+        chain = f"{self.chain_line()} failed; submission {submission + 1} opens once its pods are gone or stopped."
+        self.show_wait_reason(context, reason.around(chain))
         if outcome is not None:
             self.move(restarts.Drained(outcome, time.time()))
         return outcome is not None

@@ -65,8 +65,8 @@ from airflow.sdk import BaseOperator, Context
 from airflow.triggers.base import BaseTrigger
 
 from airflow_provider_dispatch.backoff import Backoff, BackoffSchedule
-from airflow_provider_dispatch.dispatch import programs
-from airflow_provider_dispatch.dispatch.assessment import Execution, ManagedObject, Mode, is_held, managed
+from airflow_provider_dispatch.dispatch import programs, reasons
+from airflow_provider_dispatch.dispatch.assessment import Execution, ManagedObject, Mode, Released, is_held, managed
 from airflow_provider_dispatch.dispatch.conflicts import (
     DEFAULT_CONFLICT_ATTEMPTS,
     ConflictRetry,
@@ -84,9 +84,10 @@ from airflow_provider_dispatch.dispatch.errors import (
     SuspensionNotObservedError,
 )
 from airflow_provider_dispatch.dispatch.evidence import DEFAULT_SETTLE_SECONDS
-from airflow_provider_dispatch.dispatch.explain import not_admitted_head
+from airflow_provider_dispatch.dispatch.explain import not_admitted_reason
 from airflow_provider_dispatch.dispatch.payloads import remaining_fingerprint
 from airflow_provider_dispatch.dispatch.policy import validate_accepted_risks
+from airflow_provider_dispatch.dispatch.reasons import WaitReason
 from airflow_provider_dispatch.dispatch.sync_adapter import DispatchAdapter
 from airflow_provider_dispatch.dispatch.validation import Ref, parse_ref, rendered_nothing
 from airflow_provider_dispatch.dispatch.vocabulary import (
@@ -107,6 +108,28 @@ OnPodsRemaining = Literal["wait", "retry"]
 DEFERRAL_MARGIN: Final = timedelta(minutes=5)
 #: the pauses between tries while the hold is not observed yet (within `observe_timeout`)
 OBSERVE_BACKOFF: Final = BackoffSchedule(initial=0.5, maximum=5.0)
+#: the waits for a hold to be observed that are logged only as what is awaited (the first few, a few seconds of
+#: backoff): after them, each wait also says what exactly is not observed yet, since that is no longer the usual
+QUIET_OBSERVE_CHECKS: Final = 3
+
+
+def released_line(ref: str, execution: Execution) -> str:
+    """What a release or an open did, from its program's result (`Execution.released`), for the task's log."""
+    said = {
+        Released.ADMITTED: f"TrainJob {ref}: admitted execution {execution.admission}",
+        Released.ALREADY_RUNNING: f"TrainJob {ref} already runs execution {execution.admission}; nothing written",
+        Released.RUNNING_AFTER_CONFLICT: (
+            f"TrainJob {ref} runs execution {execution.admission} after a conflict: an admission happened (this "
+            "try's write, re-sent after its answer was lost, or another caller's); nothing more written"
+        ),
+        Released.WORKLOAD_ACTIVE: (
+            f"TrainJob {ref}: its Workload is active; Kueue admits the next execution once dispatch's admission "
+            "check is Ready "
+            + (f"(current execution: {execution.admission})" if execution.admission else "(none admitted yet)")
+        ),
+    }
+    # not said by a program: the execution an earlier try recorded and reached (`_admit_once`), read off the object
+    return said.get(execution.released, f"TrainJob {ref}: returning execution {execution.admission}; nothing written")
 
 
 class TrainJobOperator(BaseOperator):
@@ -304,7 +327,7 @@ class AdmittingOperator(TrainJobOperator):
             except HoldSettlingError as error:
                 if self.on_pods_remaining == "retry":
                     raise airflow_exception(error) from error
-                self._show_reason(error.message)
+                self._show_reason(reasons.settling(str(self.target()[0]), error.seconds_left, error.message))
                 wait = self.settle_wait(error.seconds_left)
                 if self.deferrable:
                     self.defer(
@@ -321,13 +344,16 @@ class AdmittingOperator(TrainJobOperator):
                 delay = observe.next_delay()
                 if self.on_pods_remaining == "retry" or time.monotonic() + delay > observe_until:
                     raise airflow_exception(error) from error
-                self.log.info("%s Checking again in %.1fs.", error, delay)
+                # usual after every create or hold: said as what is awaited; what exactly, only if it lasts
+                self.log.info("%s", reasons.observing(str(self.target()[0]), delay))
+                if observe.failures > QUIET_OBSERVE_CHECKS:
+                    self.log.info("The hold is still not observed: %s", error)
                 time.sleep(delay)
                 continue
             except PodsRemainError as error:
                 if self.on_pods_remaining == "retry":
                     raise airflow_exception(error) from error
-                self._show_reason(error.message)
+                self._show_reason(error.reason)
                 known = remaining_fingerprint(error.remaining)
                 if self.deferrable:
                     self._defer(context, known)
@@ -338,14 +364,7 @@ class AdmittingOperator(TrainJobOperator):
                 continue
             except DispatchError as error:
                 raise airflow_exception(error) from error
-            if execution.admission:
-                self.log.info("TrainJob %s runs execution %s", self.target()[0], execution.admission)
-            else:  # Kueue mode: release (and open) only made the Workload active
-                self.log.info(
-                    "TrainJob %s has no admitted execution yet (admission 0): in Kueue mode, Kueue admits it once "
-                    "dispatch's admission check is Ready",
-                    self.target()[0],
-                )
+            self.log.info("%s", released_line(str(self.target()[0]), execution))
             return execution.as_dict()
 
     def _admit_once(self, context: Context, adapter: DispatchAdapter) -> Execution:
@@ -426,12 +445,14 @@ class AdmittingOperator(TrainJobOperator):
         """Epoch seconds until which the pods trigger holds back progress (`triggers.base`); None: it does not."""
         return None
 
-    def _show_reason(self, reason: str) -> None:
-        if reason != self._shown_reason:
-            self.log.info("Waiting: %s", reason)
-            self._shown_reason = reason
+    def _show_reason(self, reason: WaitReason) -> None:
+        """Log the wait reason in full when it changed, else its first line (`dispatch.reasons`)."""
+        text = reason.text()
+        if text != self._shown_reason:
+            self.log.info("%s", text)
+            self._shown_reason = text
         else:
-            self.log.info("Still waiting: %s", reason.splitlines()[0])
+            self.log.info("%s", reason.short)
 
     def _timeout_message(self, reason: str) -> str:
         return f"Gave up waiting after wait_timeout={self.wait_timeout:.0f}s; nothing was admitted. {reason}"
@@ -480,12 +501,15 @@ class AdmittingOperator(TrainJobOperator):
         if status in ("timeout", "progress"):
             # the PodsRemainError message's first lines (the same explanation), then the report's detail
             count = report.get("remaining_count")
-            head = not_admitted_head(
-                str(self.target()[0]), str(report.get("headline") or ""), count if isinstance(count, int) else 0
+            reason = not_admitted_reason(
+                str(report.get("headline") or ""),
+                [str(line) for line in report.get("how") or ()],
+                str(self.target()[0]),
+                count if isinstance(count, int) else 0,
+                str(report.get("detail", "")),
             )
-            reason = f"{head}\n{report.get('detail', '')}"
             if status == "timeout":
-                raise AirflowException(self._timeout_message(reason))
+                raise AirflowException(self._timeout_message(reason.text()))
             self._show_reason(reason)
             self._defer(context, report.get("fingerprint"))
         if status not in ("drained", "running", "ceased"):

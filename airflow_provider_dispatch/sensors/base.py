@@ -64,7 +64,8 @@ class DispatchSensor(ShowsWaitReason, BaseSensorOperator):
     `soft_fail`, `never_fail`, `silent_fail`, `exponential_backoff`, `max_wait`, ...
     """
 
-    template_fields: Sequence[str] = ("namespace", "name", "wait_reason")
+    #: the wait reason first: the Rendered Templates tab lists the fields in this order
+    template_fields: Sequence[str] = ("wait_reason", "namespace", "name")
     overwrite_rtif_after_execution: bool = True
     ui_color = "#e4f0e8"
 

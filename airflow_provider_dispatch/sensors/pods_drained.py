@@ -33,32 +33,36 @@ from typing import Any
 from airflow.providers.common.compat.sdk import AirflowException, AirflowSensorTimeout
 from airflow.sdk import Context, PokeReturnValue
 
+from airflow_provider_dispatch.dispatch.reasons import WaitReason, compose, pods_line
 from airflow_provider_dispatch.hooks.checks import drain_check
 from airflow_provider_dispatch.hooks.errors import airflow_errors, exception_for_event
 from airflow_provider_dispatch.sensors.base import DispatchSensor
 from airflow_provider_dispatch.triggers.pods_drained import PodsDrainedTrigger, remaining_summary
 
 
-def drain_wait_reason(check: Mapping[str, Any], *, accept_ceased: bool, ref: str) -> tuple[str | None, str, str]:
-    """The outcome of one check (`DrainCheck.as_dict()`: `drained`, `ceased`, or None to keep waiting), its wait
-    reason, and the short line logged while the reason does not change.
+def drain_wait_reason(check: Mapping[str, Any], *, accept_ceased: bool, ref: str) -> tuple[str | None, WaitReason]:
+    """The outcome of one check (`DrainCheck.as_dict()`: `drained`, `ceased`, or None to keep waiting) and its wait
+    reason (`reasons.WaitReason`; its first line is also what is logged while the reason does not change).
 
-    The reason's first line is short and complete (`explain.headline`): the pods on the most urgent node, the node,
-    its state and the one-line remedy; the report's detail follows on its own lines (every remaining pod's node
-    state, what would unblock each node). Both are within their limits (`payloads.HEADLINE_ROOM`,
-    `payloads.DETAIL_LIMIT`), so the reason stays within `payloads.WAIT_REASON_LIMIT` however many pods remain."""
+    While it waits, the reason is composed as every wait reason (`dispatch.reasons`): the report's first line
+    (what to do about the most urgent node, or what is awaited, and its subject: `explain.urgent`), the lines
+    with the command, the permission it needs and the runbook section, the TrainJob and execution waited on, then
+    the report's detail (every remaining pod's node state, what would unblock each node). Each part is within its
+    limit (`payloads.HEADLINE_ROOM`, `payloads.DETAIL_LIMIT`), so the reason stays within
+    `payloads.WAIT_REASON_LIMIT` however many pods remain."""
     report = check["report"]
     ref = str(check.get("ref", ref))
     detail = str(report.get("detail", ""))
     if report.get("drained"):
-        reason = f"drained: no pod of TrainJob {ref} remains"
-        return "drained", reason, reason
+        return "drained", compose(f"Drained: no pod of TrainJob {ref} remains")
     if accept_ceased and report.get("ceased"):
-        reason = f"ceased: every remaining pod of TrainJob {ref} is proven gone. {detail}"
-        return "ceased", reason, f"ceased: {detail.splitlines()[0]}"
-    first = str(report.get("headline") or "") or (detail.splitlines()[0] if detail else "pods remain")
-    reason = f"waiting for the pods of TrainJob {ref} to go: {first}\n{detail}"
-    return None, reason, f"still waiting for TrainJob {ref}: {first}"
+        first = f"Ceased: every remaining pod of TrainJob {ref} is proven stopped"
+        return "ceased", compose(first, details=detail)
+    execution = check.get("execution") or {}
+    admission = execution.get("admission") if isinstance(execution, Mapping) else None
+    first = str(report.get("headline") or "") or (detail.splitlines()[0] if detail else "Waiting for pods to go")
+    how = [str(line) for line in report.get("how") or ()]
+    return None, compose(first, how, (pods_line(ref, admission, accept_ceased=accept_ceased),), detail)
 
 
 class PodsDrainedSensor(DispatchSensor):
@@ -85,8 +89,8 @@ class PodsDrainedSensor(DispatchSensor):
     def evaluate(self, context: Context, check: Mapping[str, Any]) -> PokeReturnValue:
         """Show the wait reason of one check (`DrainCheck.as_dict()`) and say whether the wait is over."""
         self._last_check = check
-        outcome, reason, short = drain_wait_reason(check, accept_ceased=self.accept_ceased, ref=self.ref)
-        self.show_wait_reason(context, reason, short)
+        outcome, reason = drain_wait_reason(check, accept_ceased=self.accept_ceased, ref=self.ref)
+        self.show_wait_reason(context, reason)
         if outcome is None:
             return PokeReturnValue(is_done=False)
         return PokeReturnValue(is_done=True, xcom_value=self.outcome_xcom(outcome, check))

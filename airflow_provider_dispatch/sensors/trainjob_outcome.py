@@ -30,6 +30,7 @@ from airflow.providers.common.compat.sdk import AirflowException, AirflowSensorT
 from airflow.sdk import Context, PokeReturnValue
 
 from airflow_provider_dispatch.dispatch.assessment import Execution
+from airflow_provider_dispatch.dispatch.reasons import WaitReason, compose, outcome_line
 from airflow_provider_dispatch.dispatch.validation import rendered_integer
 from airflow_provider_dispatch.hooks.checks import OutcomeCheck, outcome_check, outcome_decision, superseded_error
 from airflow_provider_dispatch.hooks.errors import airflow_errors, airflow_exception, exception_for_event
@@ -37,31 +38,33 @@ from airflow_provider_dispatch.sensors.base import DispatchSensor
 from airflow_provider_dispatch.triggers.trainjob_outcome import TrainJobOutcomeTrigger, waiting_fingerprint
 
 
-def outcome_wait_reason(check: OutcomeCheck, admission: int | None) -> tuple[bool, str, str]:
-    """Whether the wait for the outcome (of execution `admission`, or of whatever runs) is over, its wait reason,
-    and the short line logged while the reason does not change; a superseded execution is a refusal (raised).
-    The sensor and the restart operator (`operators.restarts`) both show this.
+def outcome_wait_reason(check: OutcomeCheck, admission: int | None) -> tuple[bool, WaitReason]:
+    """Whether the wait for the outcome (of execution `admission`, or of whatever runs) is over, and its wait
+    reason (`reasons.WaitReason`; its first line is what is logged while the reason does not change); a
+    superseded execution is a refusal (raised). The sensor and the restart operator (`operators.restarts`) both
+    show this.
 
-    While it waits, the reason's first line is short and complete: whose outcome is awaited, then what keeps the
-    TrainJob from finishing and the remedy (`unfinished.Unfinished.first_line`); the details follow on their own
-    lines. The explanation is within `hooks.checks.UNFINISHED_LIMIT`, so the reason is within
+    While it waits, the reason is composed as every wait reason (`dispatch.reasons`): what keeps the TrainJob
+    from finishing and what to do about it, or that the training runs and nothing blocks it
+    (`unfinished.Unfinished.first_line`), the lines that say how, then whose outcome is awaited, then the
+    details. The explanation is within `hooks.checks.UNFINISHED_LIMIT`, so the reason is within
     `payloads.WAIT_REASON_LIMIT`."""
     decision = outcome_decision(check, admission)
     if decision == "superseded" and admission is not None:
         raise airflow_exception(superseded_error(check, admission))
     if decision == "finished":
-        reason = f"TrainJob {check.ref} execution {check.execution.admission} finished: {check.outcome}"
+        first = f"TrainJob {check.ref} execution {check.execution.admission} finished: {check.outcome}"
         if check.reason:
-            reason += f" ({check.reason})"
-        return True, reason, reason
-    awaited = f"execution {admission}" if admission is not None else "its current execution"
+            first += f" ({check.reason})"
+        return True, compose(first)
     waiting = check.waiting or {}
-    running = check.execution.admission
-    runs = f"it runs execution {running}" if running else "no execution admitted yet"  # 0: Kueue has not admitted
-    head = f"waiting for TrainJob {check.ref} to finish {awaited} ({runs})"
-    detail = str(waiting.get("detail") or "it has neither Complete nor Failed")
-    headline = str(waiting.get("headline") or detail.splitlines()[0])
-    return False, f"{head}: {detail}", f"still waiting for TrainJob {check.ref} to finish {awaited}: {headline}"
+    about = outcome_line(check.ref, check.execution.admission, admission)
+    detail = str(waiting.get("detail") or "")
+    first = (
+        str(waiting.get("headline") or "") or "Waiting for the TrainJob to finish: it has neither Complete nor Failed"
+    )
+    how = [str(line) for line in waiting.get("how") or ()]
+    return False, compose(first, how, (about,), detail)
 
 
 class TrainJobOutcomeSensor(DispatchSensor):
@@ -73,7 +76,7 @@ class TrainJobOutcomeSensor(DispatchSensor):
     Other parameters: `DispatchSensor` and `BaseSensorOperator`.
     """
 
-    template_fields: Sequence[str] = ("namespace", "name", "admission", "wait_reason")
+    template_fields: Sequence[str] = ("wait_reason", "namespace", "name", "admission")
 
     def __init__(self, *, namespace: str, name: str, admission: int | str | None = None, **kwargs: Any) -> None:
         super().__init__(namespace=namespace, name=name, **kwargs)
@@ -105,8 +108,8 @@ class TrainJobOutcomeSensor(DispatchSensor):
 
     def evaluate(self, context: Context, check: OutcomeCheck, admission: int | None) -> PokeReturnValue:
         self._last_check = check
-        finished, reason, short = outcome_wait_reason(check, admission)
-        self.show_wait_reason(context, reason, short)
+        finished, reason = outcome_wait_reason(check, admission)
+        self.show_wait_reason(context, reason)
         return PokeReturnValue(is_done=finished, xcom_value=check.as_dict() if finished else None)
 
     def make_trigger(self, **kwargs: Any) -> TrainJobOutcomeTrigger:

@@ -169,7 +169,6 @@ class PodsDrainedTrigger(DispatchTrigger):
                 wait = self.next_wait()
                 if wait <= 0:
                     return {"status": "timeout", **check.as_dict()}
-                first_line = check.report.detail.splitlines()[0]
                 if self.changed(check, known):  # held back by the quiet period after the deferral
                     quiet = self.quiet_left()
                     if check.report.fingerprint != held_back:
@@ -178,14 +177,14 @@ class PodsDrainedTrigger(DispatchTrigger):
                             "dispatch: TrainJob %s: the remaining pods changed (%s); the task hears of it in %.0fs, "
                             "when the quiet period after its deferral is over",
                             self.ref,
-                            first_line,
+                            check.report.headline,
                             quiet,
                         )
                     wait = min(wait, quiet)
                 self.log.info(
-                    "dispatch: TrainJob %s: %s; waiting for a pod or node change (full re-check in %.0fs)",
+                    "%s (dispatch: TrainJob %s; the trigger waits for a pod or node change, full re-check in %.0fs)",
+                    check.report.headline,
                     self.ref,
-                    first_line,
                     wait,
                 )
                 reason = await changes.wait(seen, wait)

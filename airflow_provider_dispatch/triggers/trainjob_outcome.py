@@ -134,7 +134,7 @@ class TrainJobOutcomeTrigger(DispatchTrigger):
                 wait = self.next_wait()
                 if wait <= 0:
                     return {"status": "timeout", **check.as_dict()}
-                headline = (check.waiting or {}).get("headline") or "not finished"
+                headline = (check.waiting or {}).get("headline") or "Waiting for the TrainJob to finish"
                 if changed and current != held_back:
                     held_back = current
                     self.log.info(
@@ -147,10 +147,11 @@ class TrainJobOutcomeTrigger(DispatchTrigger):
                 if changed:
                     wait = min(wait, quiet)
                 self.log.info(
-                    "dispatch: TrainJob %s runs execution %s and has not finished: %s (full re-check in %.0fs)",
+                    "%s (dispatch: TrainJob %s runs execution %s; the trigger waits for a change, full re-check in "
+                    "%.0fs)",
+                    headline,
                     self.ref,
                     check.execution.admission,
-                    headline,
                     wait,
                 )
                 reason = await changes.wait(seen, wait)

@@ -81,14 +81,16 @@ def test_retry_mode_raises_the_pods_remain_error_for_the_retries(
     result = run_dag("dispatch_release_retry", namespace=cluster.namespace, name="ft-7")
     assert (result.task_state("release"), result.try_number("release")) == ("failed", 3)  # every retry was used
     out = capfd.readouterr().out
-    # headline first, as the sensors' wait reasons: its first line is the pod, its node, the node's state and the
-    # one-line remedy; the consequence and the details follow on their own lines
+    # what to do first, as every wait reason: the node, its state and the remedy, then the command, the permission
+    # it needs and the runbook section; what it means for the TrainJob and the details follow on their own lines
     taint = f"kubectl taint node {node} node.kubernetes.io/out-of-service=nodeshutdown:NoExecute"
-    first = (
-        f"TrainJob {cluster.namespace}/ft-7 is not admitted: pod {pod} on {node} (Ready=Unknown): confirm {node} "
-        f"is powered off, then run `{taint}`"
-    )
-    assert f"{first}\n1 pod of the previous execution remains" in out, out[-3000:]
+    first = f"Confirm {node} is powered off, then taint it out-of-service (Ready=Unknown)\n{taint}\n"
+    assert first in out, out[-3000:]
+    assert "Never force-delete the pods. Runbook: docs/runbook.md#confirm-the-shutdown\n" in out
+    assert (
+        f"\nTrainJob {cluster.namespace}/ft-7 is not admitted: 1 pod of the previous execution remains, so it may "
+        "still run. The hold stays in force.\n"
+    ) in out
     assert f"\nremaining pods: {pod} on {node} (Ready=Unknown)\n" in out
     assert admission_of(cluster) == "2"
     assert [s for s in airflow_lab.probe.since(mark) if s.writes] == []
@@ -129,8 +131,17 @@ def test_a_lost_response_is_not_admitted_twice_across_retries(
     live = cluster.trainjob_object("ft-7")
     assert (admission_of(cluster), live["spec"]["suspend"]) == ("5", True)
     out = capfd.readouterr().out
-    assert f"the execution this try expects: admission 5 of {cluster.namespace}/ft-7 (job id ft-7, submission 1)" in out
+    assert (
+        f"Noted in the task state store that this try admits execution 5 of TrainJob {cluster.namespace}/ft-7 (job "
+        "id ft-7, submission 1)"
+    ) in out
     assert "already reached admission 5" in out
+    # what the try did, from what it knows: it wrote nothing (the write that admitted was the lost one)
+    assert "admitted execution" not in out
+    assert (
+        f"TrainJob {cluster.namespace}/ft-7: returning execution 5; nothing written" in out
+        or f"TrainJob {cluster.namespace}/ft-7 runs execution 5 after a conflict" in out
+    )
     puts = worker_calls(airflow_lab.probe.since(mark), "PUT", "/trainjobs/ft-7")
     assert puts[0].status == "dropped"
     assert {s.status for s in puts[1:]} <= {409}  # urllib3 may repeat the PUT: conditional, it is refused
@@ -160,13 +171,16 @@ def test_wait_mode_releases_once_the_pods_are_gone(
     assert result.xcom("release") == {"job_id": "ft-7", "submission": "1", "admission": 3}
     assert admission_of(cluster) == "3"
     out = capfd.readouterr().out
-    # the wait reason, headline first: pod, node, node state and the one-line remedy, then the details
+    # the wait reason, what is awaited first (the node's kubelet), then what it means and the details
     first = (
-        f"Waiting: TrainJob {cluster.namespace}/ft-7 is not admitted: pod {pod} on {node} (Ready=True): nothing to "
-        "do: the kubelet confirms their end within the grace period\n"
+        f"Waiting for the kubelet of {node} to stop 1 pod (Ready=True)\nNothing to do: the kubelet confirms its end "
+        f"within its grace period.\nTrainJob {cluster.namespace}/ft-7 is not admitted: 1 pod of the previous "
+        "execution remains, so it may still run. The hold stays in force.\n"
     )
     assert first in out, out[-3000:]
     assert f"\nremaining pods: {pod} on {node} (Ready=True)\n" in out
+    # what the release did, from its program's result
+    assert f"TrainJob {cluster.namespace}/ft-7: admitted execution 3 " in out
     seen = airflow_lab.probe.since(mark)
     assert [s.status for s in worker_calls(seen, "PUT", "/trainjobs/ft-7")] == [200]
     assert [s for s in seen if s.writes and not s.by_worker] == []  # the trigger wrote nothing
@@ -199,16 +213,17 @@ def test_deferred_release_shows_each_progress_headline_first(
     assert (result.state, result.try_number("release")) == ("success", 1)
     assert admission_of(cluster) == "3"
     after_progress = (
-        f"Waiting: TrainJob {cluster.namespace}/ft-7 is not admitted: pod {second} on {node} (Ready=True): nothing "
-        "to do: the kubelet confirms their end within the grace period\n1 pod of the previous execution remains, "
-        "so the previous execution may still run. The hold stays in force.\nremaining pods: "
+        f"Waiting for the kubelet of {node} to stop 1 pod (Ready=True)\nNothing to do: the kubelet confirms its end "
+        f"within its grace period.\nTrainJob {cluster.namespace}/ft-7 is not admitted: 1 pod of the previous "
+        f"execution remains, so it may still run. The hold stays in force.\nremaining pods: {second} on {node} "
     )
     assert after_progress in out, out[-3000:]
-    assert out.index(f"Waiting: TrainJob {cluster.namespace}/ft-7 is not admitted: pods ") < out.index(after_progress)
+    before = f"Waiting for the kubelet of {node} to stop 2 pods (Ready=True)\n"
+    assert out.index(before) < out.index(after_progress)
 
 
 def test_open_creates_held_waits_for_the_hold_to_be_observed_and_releases(
-    airflow_lab: AirflowLab, cluster: Cluster, run_dag: RunDag
+    airflow_lab: AirflowLab, cluster: Cluster, run_dag: RunDag, capfd: pytest.CaptureFixture[str]
 ) -> None:
     runtime = cluster.runtime()
     manifest = manifests.trainjob("ft-9", runtime=runtime, suspend=None)
@@ -236,3 +251,12 @@ def test_open_creates_held_waits_for_the_hold_to_be_observed_and_releases(
     # the first attempt created it; each attempt after it found its own object (409) and continued with it
     first, *again = [s.status for s in worker_calls(airflow_lab.probe.since(mark), "POST", "/trainjobs")]
     assert (first, set(again)) == (201, {409})
+    # a normal open's log reads as one: the record noted once (the second attempt notes the same expectation,
+    # with the uid, at debug level), the wait for Trainer said as what is awaited, then what the open did
+    out = capfd.readouterr().out
+    ref = f"{cluster.namespace}/ft-9"
+    noted = f"Noted in the task state store that this try admits execution 1 of TrainJob {ref} (job id ft-9, "
+    assert out.count(noted) == 1, out[-3000:]
+    waiting = f"Waiting for Trainer and JobSet to observe the hold of TrainJob {ref}, as after every create or hold"
+    assert waiting in out
+    assert f"TrainJob {ref}: admitted execution 1 " in out

@@ -44,13 +44,22 @@ def test_a_poke_timeout_says_cessation_was_not_proven(
     # the wait reason in the UI: the rendered field and the XCom, as the last poke left them
     rendered = result.rendered("drained")["wait_reason"]
     assert rendered == result.xcom("drained", key="wait_reason")
-    # the first line is short and complete: the pod, its node, the node's state and the one-line remedy
-    headline = f"pod {pod} on {node} (Ready=Unknown): confirm {node} is powered off, then run `kubectl taint node "
-    assert rendered.startswith(f"waiting for the pods of TrainJob {cluster.namespace}/ft-7 to go: {headline}")
-    assert rendered.splitlines()[1] == f"remaining pods: {pod} on {node} (Ready=Unknown)"
-    # the full reason once (it never changed), then a short line on every other poke
-    assert out.count(rendered.splitlines()[0]) == 1
-    assert out.count(f"still waiting for TrainJob {cluster.namespace}/ft-7: {headline}") >= 2
+    # what to do first, and its subject: the node, its state, the pods on it; then the command, the permission it
+    # needs and the runbook section, then what the sensor waits for, then the details
+    lines = rendered.splitlines()
+    assert lines[0] == f"Confirm {node} is powered off, then taint it out-of-service (Ready=Unknown)"
+    assert len(lines[0]) <= payloads.GLANCE
+    assert lines[1] == f"kubectl taint node {node} node.kubernetes.io/out-of-service=nodeshutdown:NoExecute"
+    assert lines[2].startswith("Needs permission to patch nodes. ")
+    assert lines[2].endswith(" Runbook: docs/runbook.md#confirm-the-shutdown")
+    assert (
+        lines[3]
+        == f"Waiting until the pods of TrainJob {cluster.namespace}/ft-7 (execution 2) are gone or proven stopped."
+    )
+    assert lines[4] == f"remaining pods: {pod} on {node} (Ready=Unknown)"
+    # the full reason once (it never changed), then its first line on every other poke
+    assert out.count(rendered) == 1
+    assert out.count(lines[0]) >= 3
 
 
 def test_soft_fail_skips_on_timeout(cluster: Cluster, run_dag: RunDag, capfd: pytest.CaptureFixture[str]) -> None:
@@ -78,7 +87,7 @@ def test_poke_and_reschedule_succeed_once_drained(
     outcome = result.xcom("drained")
     assert (outcome["outcome"], outcome["remaining"], outcome["ref"]) == ("drained", [], f"{cluster.namespace}/ft-7")
     assert outcome["execution"] == {"job_id": "ft-7", "submission": "1", "admission": 2}
-    assert result.rendered("drained")["wait_reason"] == f"drained: no pod of TrainJob {cluster.namespace}/ft-7 remains"
+    assert result.rendered("drained")["wait_reason"] == f"Drained: no pod of TrainJob {cluster.namespace}/ft-7 remains"
     assert [s for s in airflow_lab.probe.since(mark) if s.writes] == []
 
 
@@ -98,7 +107,7 @@ def test_ceased_pods_end_the_wait_and_the_xcom_says_so(
     outcome = result.xcom("drained")
     assert outcome["outcome"] == "ceased"
     assert outcome["remaining"] == [{"pod": pod, "node": node, "node_state": "Ready=Unknown, out-of-service"}]
-    assert result.rendered("drained")["wait_reason"].startswith("ceased: every remaining pod")
+    assert result.rendered("drained")["wait_reason"].startswith("Ceased: every remaining pod")
 
 
 def test_deferred_the_wait_reason_is_visible_and_refreshed_on_progress(
@@ -185,17 +194,22 @@ def test_deferred_the_outcome_sensor_names_what_keeps_the_trainjob_from_finishin
     assert (result.task_state("outcome"), result.xcom("outcome")["outcome"]) == ("success", "Failed")
 
     lost, fenced = seen_reasons
-    head = f"waiting for TrainJob {cluster.namespace}/ft-7 to finish its current execution (it runs execution 2): "
+    about = (
+        f"TrainJob {cluster.namespace}/ft-7 runs execution 2; waiting for its current execution to finish (Complete "
+        "or Failed)."
+    )
     for reason in (lost["rendered"], lost["xcom"]):
-        assert reason.splitlines()[0] == (
-            f"{head}pod {pod} on {node} (Ready=Unknown): confirm {node} is powered off, then run "
-            f"`kubectl taint node {node} {v.TAINT_OUT_OF_SERVICE}=nodeshutdown:NoExecute`"
-        )
-        assert f"Node {node} is not Ready (Ready=Unknown)" in reason.splitlines()[1]
+        lines = reason.splitlines()
+        # what to do first, and its subject (the node), then the command; whose outcome is awaited comes after
+        assert lines[0] == f"Confirm {node} is powered off, then taint it out-of-service (Ready=Unknown)"
+        assert lines[1] == f"kubectl taint node {node} {v.TAINT_OUT_OF_SERVICE}=nodeshutdown:NoExecute"
+        assert lines[3] == about
+        assert f"Node {node} is not Ready (Ready=Unknown)" in lines[4]
         assert len(reason) <= payloads.WAIT_REASON_LIMIT
     for reason in (fenced["rendered"], fenced["xcom"]):
-        assert reason.splitlines()[0].startswith(f"{head}pod {pod} on {node} (Ready=Unknown, out-of-service): ")
-        assert "PodGC deletes them" in reason.splitlines()[0]
+        lines = reason.splitlines()
+        assert lines[0] == f"Waiting for PodGC to delete 1 pod on {node}: it is proven stopped"
+        assert about in lines
     assert [s for s in airflow_lab.probe.since(mark) if s.writes] == []
 
 
@@ -255,12 +269,13 @@ def test_deferred_with_hundreds_of_pods_every_payload_stays_bounded_across_re_de
     # the XCom first: Airflow itself cuts a rendered field beyond 4096 characters (losing what follows)
     for reason in (while_deferred["xcom"], while_deferred["rendered"]):
         assert len(reason) <= payloads.WAIT_REASON_LIMIT
-        first_line, remaining_line, census = reason.splitlines()[:3]
-        assert first_line.startswith(f"waiting for the pods of TrainJob {cluster.namespace}/ft-7 to go: ")
-        assert f" on {lost} (Ready=Unknown)" in first_line  # the most urgent node first, with its remedy
-        assert first_line.endswith(
-            f"then run `kubectl taint node {lost} {v.TAINT_OUT_OF_SERVICE}=nodeshutdown:NoExecute`"
-        )
+        lines = reason.splitlines()
+        first_line = lines[0]
+        remaining_line = next(line for line in lines if line.startswith("remaining pods: "))
+        census = lines[lines.index(remaining_line) + 1]
+        # the most urgent node first, with its remedy, then its command
+        assert first_line == f"Confirm {lost} is powered off, then taint it out-of-service (Ready=Unknown)"
+        assert lines[1] == f"kubectl taint node {lost} {v.TAINT_OUT_OF_SERVICE}=nodeshutdown:NoExecute"
         assert f"{first_pods[0]} on " in remaining_line
         assert " more" in remaining_line
         assert census.startswith("240 pods on 60 nodes: Ready=Unknown (1 node: ")

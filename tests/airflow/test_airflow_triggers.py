@@ -517,15 +517,20 @@ def test_at_50000_pods_the_events_kwargs_wait_reasons_and_xcom_stay_bounded_acro
         assert (report["remaining_count"], report["remaining"][0]["name"]) == (len(remaining), remaining[0].name)
         assert {entry["state"] for entry in report["node_states"]} == {pod.node.label for pod in remaining}
 
-        _, reason, short = drain_wait_reason(event, accept_ceased=True, ref="ml/ft-7")
+        _, waiting = drain_wait_reason(event, accept_ceased=True, ref="ml/ft-7")
+        reason = waiting.text()
         assert len(reason) <= payloads.WAIT_REASON_LIMIT
-        first_line, remaining_line, census = reason.splitlines()[:3]
+        lines = reason.splitlines()
+        first_line = lines[0]
+        remaining_line = next(line for line in lines if line.startswith("remaining pods: "))
+        census = lines[lines.index(remaining_line) + 1]
         first_pod = pod_on_node(remaining[0])  # `<pod> on <node> (<node state>)`
-        assert first_line.startswith("waiting for the pods of TrainJob ml/ft-7 to go: ")
-        assert "(Ready=Unknown)" in first_line
-        assert "kubectl taint node" in first_line
+        assert first_line.startswith("Confirm ")  # what to do about the lost node first
+        assert first_line.endswith("then taint it out-of-service (Ready=Unknown)")
+        assert lines[1].startswith("kubectl taint node ")
+        assert "Waiting until the pods of TrainJob ml/ft-7 (execution 2) are gone or proven stopped." in lines
         assert remaining_line.startswith(f"remaining pods: {first_pod}, ")
-        assert short.endswith(first_line.split(": ", 1)[1])
+        assert waiting.short == first_line
         assert f"{len(remaining):,} pods on " in census
 
         trigger = sensor.make_trigger(
@@ -654,11 +659,11 @@ async def test_the_outcome_trigger_reports_a_node_lost_under_the_running_executi
     payload = await asyncio.wait_for(running, 30)
     assert (payload["status"], payload["outcome"], payload["admission"]) == ("progress", None, 2)
     waiting = payload["waiting"]
-    assert waiting["headline"] == (
-        f"pod {pod} on {node} (Ready=Unknown): confirm {node} is powered off, then run "
-        f"`kubectl taint node {node} {v.TAINT_OUT_OF_SERVICE}=nodeshutdown:NoExecute`"
-    )
-    assert f"Node {node} is not Ready (Ready=Unknown)" in waiting["detail"].splitlines()[1]
+    assert waiting["headline"] == f"Confirm {node} is powered off, then taint it out-of-service (Ready=Unknown)"
+    assert waiting["how"][0] == f"kubectl taint node {node} {v.TAINT_OUT_OF_SERVICE}=nodeshutdown:NoExecute"
+    assert waiting["how"][1].startswith("Needs permission to patch nodes. ")
+    assert f"Node {node} is not Ready (Ready=Unknown)" in waiting["detail"].splitlines()[0]
+    assert pod in waiting["detail"]
     assert len(json.dumps(payload)) <= payloads.TRIGGER_EVENT_LIMIT
 
     mark = airflow_lab.probe.mark()

@@ -26,6 +26,7 @@ import contextlib
 import importlib.util
 import itertools
 import json
+import re
 import sys
 import uuid
 from collections.abc import Iterator
@@ -40,6 +41,7 @@ from aiohttp import web
 from airflow_lab import WAIT_BOUND, Actor, DagRunResult, Probe, find_wait_reasons, node_reads
 
 from airflow_provider_dispatch.dispatch.errors import ConflictError, SuspensionNotObservedError
+from airflow_provider_dispatch.dispatch.payloads import GLANCE
 from airflow_provider_dispatch.dispatch.programs import prepare_manifest
 from airflow_provider_dispatch.dispatch.restarts import run_key, submission_manifest
 from airflow_provider_dispatch.dispatch.sync_adapter import DispatchAdapter
@@ -465,14 +467,14 @@ def test_kueue_mode_readmits_only_after_the_old_pods_are_gone(
     assert result.state == "success"
     assert result.xcom("open")["admission"] == 0  # Kueue admits, not the open
     # so the open records no execution it expects to admit (the release neither: it reactivates the Workload)
-    assert "the execution this try expects" not in capfd.readouterr().out
+    assert "Noted in the task state store" not in capfd.readouterr().out
     admitted, readmitted = result.xcom("wait_admitted"), result.xcom("wait_readmitted")
     assert (admitted["admission"], readmitted["admission"]) == (1, 2)
     assert result.xcom("release")["admission"] == 1  # release reactivates; the admission check raises A
     waited = "\n".join(readmitted["wait_reasons"])
-    assert (
-        f"admission check {check} Pending: waiting for pods of the previous execution to go: queued-node-0-" in waited
-    )
+    # the admission check's message says what is awaited first, then the pods of the previous execution
+    assert f"admission check {check} Pending: " in waited
+    assert "\npods of the previous execution remain: queued-node-0-" in waited
     assert cluster_lab.scenario.overlaps(namespace, "queued") == []
     assert cluster_lab.admissions(namespace, "queued") == ["1", "2"]
 
@@ -536,10 +538,25 @@ def test_the_restart_operator_restarts_failed_submissions_until_one_completes(
     assert [h["drained"] for h in history] == ["drained", "drained", None]
     assert result.xcom("report") == {"submissions": 3, "outcomes": ["Failed", "Failed", "Complete"]}
     # the wait reason at each stage, as the task logged it
-    assert f"submission 1: waiting for TrainJob {namespace}/job-1 to finish execution 1" in out
-    assert f"submission 1: TrainJob {namespace}/job-1 execution 1 finished: Failed" in out
+    # (what is awaited first, then the chain's submission, then the TrainJob and its execution)
+    assert (
+        f"\nRestart chain, submission 1 of at most 4.\nTrainJob {namespace}/job-1 runs execution 1; waiting for "
+        "execution 1 to finish (Complete or Failed).\n"
+    ) in out
+    failed = rf"TrainJob {namespace}/job-1 execution 1 finished: Failed.*\nRestart chain, submission 1 of at most 4\."
+    assert re.search(failed, out)
     assert f"Submission 1 failed: held TrainJob {namespace}/job-1" in out
-    assert f"submission 3: TrainJob {namespace}/job-3 execution 1 finished: Complete" in out
+    assert (
+        "\nRestart chain, submission 1 of at most 4 failed; submission 2 opens once its pods are gone or stopped."
+        in out
+    )
+    finished = (
+        rf"TrainJob {namespace}/job-3 execution 1 finished: Complete.*\nRestart chain, submission 3 of at most 4\."
+    )
+    assert re.search(finished, out)
+    # the log says what each open did: each submission's TrainJob admitted its first execution
+    for k in (1, 2, 3):
+        assert f"TrainJob {namespace}/job-{k}: admitted execution 1 " in out
     # dag.test() hands a resumed task only the trigger's event, so the chain comes back from its XCom here (the
     # real scheduler passes next_kwargs: tests/browser/test_restart_operator_triggerer.py)
     assert "Resuming the restart chain from its XCom" in out
@@ -619,7 +636,7 @@ def test_the_restart_operator_survives_a_node_frozen_in_a_failing_submission(
     history = result.xcom("train", "restarts")["history"]
     assert [(h["submission"], h["outcome"]) for h in history] == [(1, "Failed"), (2, "Complete")]
     assert history[0]["drained"] in ("ceased", "drained")
-    assert f"submission 1: waiting for TrainJob {namespace}/job-1 to finish execution 1" in out
+    assert f"TrainJob {namespace}/job-1 runs execution 1; waiting for execution 1 to finish" in out
     # the lab's truth: the node was fenced; submission 2 started after every process of submission 1 stopped
     # (the frozen one when its machine was powered off), and not on the fenced node
     assert node in cluster_lab.lab.call(lambda: list(cluster_lab.fencing_agent().fenced))
@@ -666,12 +683,20 @@ def test_the_restart_operator_restarts_under_kueue_through_the_admission_check(
     history = chain_completed(result, out, namespace, submissions=2, max_restarts=2)
     assert history[0]["drained"] == "drained"
     # unpinned (Kueue admits, the open saw admission 0): whatever execution the submission's TrainJob runs
-    assert f"submission 1: waiting for TrainJob {namespace}/job-1 to finish its current execution" in out
-    assert f"submission 2: TrainJob {namespace}/job-2 execution 1 finished: Complete" in out
+    assert "\nRestart chain, submission 1 of at most 3.\n" in out
+    assert f"TrainJob {namespace}/job-1 runs execution 1; waiting for its current execution to finish" in out
+    finished = (
+        rf"TrainJob {namespace}/job-2 execution 1 finished: Complete.*\nRestart chain, submission 2 of at most 3\."
+    )
+    assert re.search(finished, out)
     assert f"Submission 1 failed: held TrainJob {namespace}/job-1" in out
     # what the open said of a submission Kueue had not admitted yet; nothing claimed an execution 0 ran
-    assert f"TrainJob {namespace}/job-2 has no admitted execution yet (admission 0): in Kueue mode, Kueue" in out
+    assert (
+        f"TrainJob {namespace}/job-2: its Workload is active; Kueue admits the next execution once dispatch's "
+        "admission check is Ready (none admitted yet)"
+    ) in out
     assert "runs execution 0" not in out
+    assert "admitted execution" not in out  # Kueue admits, not the open
 
     # Kueue admitted each submission through dispatch's admission check, once; the failed one is held the Kueue
     # way (its Workload deactivated), the completed one is not
@@ -738,27 +763,32 @@ def test_the_restart_operator_shows_progress_in_the_outcome_wait_and_defers_agai
     out = capfd.readouterr().out
     chain_completed(result, out, namespace, submissions=2, max_restarts=1)
 
-    # the reason the progress event brought, shown while the task was deferred again: the pod (with any other of
-    # the submission's pods the scheduler put on the same node), the node, its state and the remedy
+    # the reason the progress event brought, shown while the task was deferred again: what to do first (the node,
+    # its state, how many of the submission's pods are on it) and the command, then the chain's submission, the
+    # TrainJob and its execution, then the details naming the pod
     pod, node = seen["pod"], seen["node"]
-    head = f"submission 1: waiting for TrainJob {namespace}/job-1 to finish execution 1 (it runs execution 1): "
-    tail = (
-        f" on {node} (Ready=False): confirm {node} is powered off, then run "
-        f"`kubectl taint node {node} node.kubernetes.io/out-of-service=nodeshutdown:NoExecute`"
+    first = f"Confirm {node} is powered off, then taint it out-of-service (Ready=False)\n"
+    about = (
+        f"\nRestart chain, submission 1 of at most 2.\nTrainJob {namespace}/job-1 runs execution 1; waiting for "
+        "execution 1 to finish (Complete or Failed)."
     )
     for reason in (seen["deferred"]["rendered"], seen["deferred"]["xcom"]):
-        first_line = reason.splitlines()[0]
-        assert first_line.startswith(f"{head}pod"), first_line
-        assert pod in first_line
-        assert first_line.endswith(tail), first_line
-    # in the log: a reason before the node changed, the new one, then the outcome; the reason did change
-    before = out.index(head)
-    changed = out.index(tail + "\n")
-    assert f"{head}pod" in out[out.rfind("\n", 0, changed) : changed]  # the first line of a new reason
-    finished = out.index(f"submission 1: TrainJob {namespace}/job-1 execution 1 finished: Failed")
+        lines = reason.splitlines()
+        assert lines[0] + "\n" == first, lines[0]
+        assert len(lines[0]) <= GLANCE
+        assert lines[1] == f"kubectl taint node {node} node.kubernetes.io/out-of-service=nodeshutdown:NoExecute"
+        assert about + "\n" in reason  # the details (naming the pod) follow
+        assert pod in reason
+    # in the log: the reason the task showed when it first deferred (the story changes the node only once the
+    # trigger has read it), the new one, then the outcome. That first reason is the pods starting (details follow
+    # its about lines) or, when they ran already at the task's check, "nothing blocks it", which has no details:
+    # its about lines end the log message, so the search stops at their end.
+    before = out.index(about)
+    changed = out.index(first)
+    assert "info" in out[out.rfind("\n", 0, changed) : changed].lower()  # the first line of a logged reason
+    finished = out.index(f"TrainJob {namespace}/job-1 execution 1 finished: Failed")
     assert before < changed < finished
-    assert "(Ready=False)" not in out[before : out.index("\n", before)]
-    assert out.index(f"submission 2: TrainJob {namespace}/job-2 execution 1 finished: Complete") > finished
+    assert out.index(f"TrainJob {namespace}/job-2 execution 1 finished: Complete") > finished
 
     # the lab's truth: one execution at a time
     assert [cluster_lab.scenario.overlaps(namespace, n) for n in ("job-1", "job-2")] == [[], []]

@@ -6,8 +6,11 @@ Each case gets a fresh lab in its own process (no simulated controllers: nothing
 touches the Workloads) holding `--workloads` dispatch TrainJobs in Kueue mode, held and with the hold observed,
 each owning a Workload with quota reserved and our admission check Pending, as Kueue leaves them for an
 admission check controller; half of the TrainJobs have no pod left (the controller raises A and sets Ready),
-half keep one Running pod (it leaves the check Pending with the waiting message). The controller then runs in
-a fresh worker process (`throughput_cases`) until every Workload is decided, and the driver checks the result
+half keep one Running pod (it leaves the check Pending with the waiting message). Seeding the JobSets restarts
+the settle (it counts from their last spec change, dispatch/evidence.py), so before the controller starts the
+driver waits on the lab's clock (`harness.lab_clock`) until every hold has settled as the rule judges it: the
+controller's first look finds each hold settled however fast or loaded the machine is. The controller then runs
+in a fresh worker process (`throughput_cases`) until every Workload is decided, and the driver checks the result
 through the API. See docs/performance.md (section 5).
 
 Baseline, in the same run: the same controller with a single pending Workload, one that it admits and one that
@@ -26,7 +29,8 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final
 
@@ -35,9 +39,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script:
 import kubernetes
 
 from airflow_provider_dispatch.dispatch import vocabulary as v
+from airflow_provider_dispatch.dispatch.evidence import HoldEvidence, hold_reached, judge_hold, settles_at
+from airflow_provider_dispatch.dispatch.fencing import recorded
 from airflow_provider_dispatch.kueue.checks import ADMISSION_CHECK
 from airflow_provider_dispatch.lab.scenario import manifests
 from benchmarks.harness import driver
+from benchmarks.harness.lab_clock import CLOCK_PROBE, RemoteClock, clock_file
 from benchmarks.harness.lab_process import LabEndpoint, LabProcess
 from benchmarks.harness.report import (
     describe_machine,
@@ -58,7 +65,9 @@ NODE = "adm-node-0"
 CHECK = "dispatch-drained"
 QUEUE = "user-queue"
 RESERVED_AT = "2026-08-21T10:00:00Z"
-WAITING_PREFIX: Final = "waiting for pods of the previous execution to go: "
+ADMISSION = 1
+#: the line of the waiting message that lists the pods of the previous execution (below what to do first)
+WAITING_LINE: Final = "\npods of the previous execution remain: "
 
 #: case -> (Workloads, workers); `bulk` cases take `--workloads`
 CASES: Final = {"single-admit": (1, 4), "single-wait": (1, 4), "bulk": (0, 4), "bulk-1-worker": (0, 1)}
@@ -83,9 +92,10 @@ class Config:
 
 def held_trainjob() -> dict[str, Any]:
     """A dispatch TrainJob in Kueue mode as Kueue holds it: suspended, Trainer has observed it, and the admission
-    check recorded execution 1's pods long ago (the hold has settled: dispatch/evidence.py)."""
-    trainjob = manifests.trainjob("tj-{i}", job_id="tj-{i}", num_nodes=1, queue=QUEUE, admission=1)
-    record = {"admission": 1, "nodes": {}, "since": "2026-01-01T00:00:00Z"}
+    check recorded execution 1's pods long ago. The hold settles only once its JobSet, seeded after it, is as old
+    as the settle (dispatch/evidence.py, 4): `wait_until_settled`."""
+    trainjob = manifests.trainjob("tj-{i}", job_id="tj-{i}", num_nodes=1, queue=QUEUE, admission=ADMISSION)
+    record = {"admission": ADMISSION, "nodes": {}, "since": "2026-01-01T00:00:00Z"}
     trainjob["metadata"]["annotations"][v.ANNOTATION_EXECUTION_PODS] = json.dumps(record)
     trainjob["status"] = {
         "conditions": [
@@ -179,6 +189,42 @@ def build(api: kubernetes.client.ApiClient, lab: LabEndpoint, count: int, waitin
     return workloads
 
 
+def wait_until_settled(api: kubernetes.client.ApiClient, clock: RemoteClock) -> datetime:
+    """Wait on the lab's clock until every seeded hold has settled by the rule's own definition (`judge_hold`,
+    on the API server's clock as the `Date` header gives it: whole seconds); returns that time.
+
+    The record is old, but the JobSets were written at seeding, so each settle counts from their managedFields
+    time (`hold_reached`) and ends `settle_seconds` of lab time later: 0.9 s of wall time at speed 100, or longer
+    when the lab's loop is starved (lab time then runs slower, `lab/clock.py`), which is why this waits on lab
+    time and never on wall time."""
+    custom = kubernetes.client.CustomObjectsApi(api)
+    tj, js = v.TRAINJOB, v.JOBSET
+    trainjobs = custom.list_namespaced_custom_object(tj.group, tj.version, NAMESPACE, tj.plural)["items"]
+    jobsets = {
+        v.name_of(item): item
+        for item in custom.list_namespaced_custom_object(js.group, js.version, NAMESPACE, js.plural)["items"]
+    }
+    holds = []
+    for trainjob in trainjobs:
+        name = v.name_of(trainjob)
+        record = recorded(trainjob, ADMISSION, f"{NAMESPACE}/{name}")
+        evidence = HoldEvidence(jobsets.get(name), {}, record)
+        until = settles_at(record, evidence.settle_seconds, hold_reached(evidence))
+        if until is None:
+            raise RuntimeError(f"TrainJob {NAMESPACE}/{name} was seeded without a record of execution {ADMISSION}")
+        holds.append((trainjob, evidence, until))
+    latest = max(until for _, _, until in holds)
+    now = datetime.fromtimestamp(int(clock.wait_until(latest.timestamp()).lab), UTC)
+    unsettled = {
+        v.name_of(trainjob): verdict.reason
+        for trainjob, evidence, _ in holds
+        if (verdict := judge_hold(trainjob, replace(evidence, server_now=now), ADMISSION)) is not None
+    }
+    if unsettled:
+        raise RuntimeError(f"at {now} the rule still finds these holds not settled: {unsettled}")
+    return now
+
+
 def verify(api: kubernetes.client.ApiClient, count: int, waiting: int) -> dict[str, int]:
     """The cluster after the run, through the API: check states and A on the TrainJobs, as the run claims."""
     custom = kubernetes.client.CustomObjectsApi(api)
@@ -191,7 +237,7 @@ def verify(api: kubernetes.client.ApiClient, count: int, waiting: int) -> dict[s
                 continue
             if entry.get("state") == "Ready":
                 states["ready"] += 1
-            elif entry.get("state") == "Pending" and str(entry.get("message", "")).startswith(WAITING_PREFIX):
+            elif entry.get("state") == "Pending" and WAITING_LINE in str(entry.get("message", "")):
                 states["waitingMessage"] += 1
     trainjobs = custom.list_namespaced_custom_object(
         v.TRAINJOB.group, v.TRAINJOB.version, NAMESPACE, v.TRAINJOB.plural
@@ -207,12 +253,14 @@ def run_case(config: Config, case: str, workdir: Path) -> dict[str, Any]:
     size, workers = CASES[case]
     count = size or config.workloads
     waiting = {"single-admit": 0, "single-wait": 1}.get(case, count // 2)
-    with LabProcess.start(workdir / case) as lab:
+    clock_path = workdir / case / "clock.json"
+    with clock_file(clock_path), LabProcess.start(workdir / case, controllers=[CLOCK_PROBE]) as lab:
         api = kubernetes.config.new_client_from_config(config_file=str(lab.kubeconfig))
         try:
             seeded = time.perf_counter()
             names = build(api, lab.endpoint, count, waiting)
             config.progress(f"{case}: {count} Workloads seeded in {time.perf_counter() - seeded:.1f} s")
+            wait_until_settled(api, RemoteClock.from_file(clock_path))
             lab_cpu = lab.cpu_seconds()
             payload = {
                 "kubeconfig": str(lab.kubeconfig),

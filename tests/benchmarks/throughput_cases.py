@@ -6,7 +6,8 @@ check Pending, and measures from the moment it starts (client built, informers l
 was given has been decided:
 
 * admitted: no pod remained, A was raised on the TrainJob and the check set Ready;
-* waiting: pods remain, the check stays Pending with `waiting for pods of the previous execution to go: ...`.
+* waiting: pods remain, the check stays Pending with its waiting message (what to do first, then
+  `pods of the previous execution remain: ...`).
 
 Figures: wall time (to the controller's caches synced, and to the last Workload decided, with the time the
 first half took), Workloads per second, client CPU (`time.process_time` of this process, which runs only the

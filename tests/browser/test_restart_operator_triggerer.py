@@ -88,7 +88,7 @@ def test_the_real_triggerer_carries_the_restart_chain(
     # while submission 1 runs the task is deferred (in the triggerer, not in a worker slot), saying so
     wait_until(
         "the task to defer on submission 1's outcome",
-        lambda: deferred_on(f"submission 1: waiting for TrainJob {namespace}/job-1 to finish execution 1"),
+        lambda: deferred_on(f"TrainJob {namespace}/job-1 runs execution 1; waiting for execution 1 to finish"),
         bound=DEFERRED_BOUND,
         services=airflow_stack.services,
         describe=progress,

@@ -2,7 +2,8 @@
 
 The UI is a React app served by the api-server; its routes (from the bundled router in
 `airflow/ui/dist/assets/index-*.js`) for one task instance are `/dags/{dag}/runs/{run}/tasks/{task}` (the
-Logs tab, the default) and `.../rendered_templates` (the Rendered Templates tab).
+Logs tab, the default), `.../rendered_templates` (the Rendered Templates tab) and `.../xcom` (the Storage tab, on
+its XCom list; Airflow 3.3 has no tab called XCom).
 
 "Visible" is Selenium's own notion: `WebElement.text` is the text a person sees (hidden elements contribute
 nothing), so a wait on the page body's text holding every expected piece is a wait until it is on screen.
@@ -10,9 +11,12 @@ The UI highlights rendered fields token by token, and Selenium reports those tok
 (`waiting \nfor\n the pods ... (\nReady\n=\nUnknown\n)`), so text is compared with all whitespace removed.
 Waits are explicit (`WebDriverWait` on a condition), bounded, and on timeout say what the page showed instead.
 
-"On screen without scrolling sideways" is measured (`on_screen`): the boxes the browser drew a text in, against
-the viewport's width and every box that clips them. The Logs tab wraps long lines only when its Wrap setting is
-on (the `w` shortcut, or `[api] default_wrap`); the Rendered Templates tab never does.
+"On screen whole" is measured (`on_screen`): the boxes the browser drew a text in, against the viewport (its width
+and its height, once the page is scrolled vertically to the text, as a person would) and every box that clips
+them. What Airflow 3.3.2's UI does with long lines, read in its bundled source and seen here: the Logs tab wraps
+them only when its Wrap setting is on (the `w` shortcut, or `[api] default_wrap`, off by default); the Rendered
+Templates tab never does (it asks its highlighter to wrap, and the highlighter's theme sets `white-space: pre`
+over it; it ignores `template_fields_renderers` and picks a language from the text); Storage → XCom wraps.
 """
 
 from __future__ import annotations
@@ -95,7 +99,8 @@ def on_screen(driver: Any, text: str) -> dict[str, Any]:
     vertically to its first occurrence (never sideways), then the on-screen boxes of that very text (a DOM `Range`
     over it, so a long line around it counts only if the text itself runs off), the viewport's width, and
     whether every box is inside the viewport and inside each box that clips it (an ancestor with `overflow` other
-    than `visible`): `visible` is True only when the whole text can be read without scrolling horizontally."""
+    than `visible`): `visible` is True only when the whole text is inside the viewport, so it can be read without
+    scrolling horizontally (nor further vertically)."""
     script = r"""
         const wanted = arguments[0].replace(/\s+/g, '');
         const walker = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
@@ -138,7 +143,9 @@ def on_screen(driver: Any, text: str) -> dict[str, Any]:
                     }
                 }
                 result.clipped_by = clips;
-                result.visible = clips.length === 0 && boxes.every(r => r.left >= 0 && r.right <= window.innerWidth);
+                result.height = window.innerHeight;
+                result.visible = clips.length === 0 && boxes.every(
+                    r => r.left >= 0 && r.right <= window.innerWidth && r.top >= 0 && r.bottom <= window.innerHeight);
                 return result;
             }
             at = squashed.indexOf(wanted, at + 1);

@@ -298,3 +298,18 @@ def test_blocked_by_names_an_unobserved_hold_and_a_pending_kueue_admission(cli_l
     assert unseen.cause == "suspension not yet observed"
     assert (table["ft-queued"]["MODE"], table["ft-queued"]["STATE"]) == ("kueue", "held")
     assert table["ft-queued"]["BLOCKED BY"] == queued.cause == "waiting for Kueue: no Workload yet"
+
+
+def test_age_is_measured_on_the_servers_clock_so_a_fast_lab_never_reads_invalid(
+    cli_lab: CliLab, cluster: Cluster
+) -> None:
+    """A lab whose time runs faster than the wall clock (any `--speed` above 1) stamps creation times in this
+    machine's future: AGE measured on the local clock read `<invalid>`. Measured on the server's, as kubectl's
+    server-printed AGE is, it reads the lab's age."""
+    cli_lab.advance(7200)  # lab time two hours ahead of the wall clock, as at speed 100 after 73 wall seconds
+    cluster.held_after_execution("ft-ahead", runtime=cluster.runtime(), admission=1)
+    cli_lab.advance(300)
+    listed = rows(cli_lab.run("list", "-n", cluster.namespace).stdout)
+    assert [(row["NAME"], row["AGE"]) for row in listed] == [("ft-ahead", "5m")]
+    shown = rows(cli_lab.run("status", f"{cluster.namespace}/ft-ahead").stdout.split("\n\n")[0])
+    assert shown[0]["AGE"] == "5m"

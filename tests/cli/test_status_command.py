@@ -144,8 +144,8 @@ def test_running(cli_lab: CliLab, cluster: Cluster) -> None:
     assert (row["STATE"], row["ADMISSION"]) == ("running", "2")
     assert "Cause:   execution 2 admitted" in result.stdout
     assert section(result.stdout, "Detail:") == [
+        "Waiting for the training to finish; nothing blocks it (pods: 1 Running)",
         f"TrainJob {ref} runs execution 2 of job id ft-3, submission 1; 1 of its pods are not finished",
-        "nothing keeps it from finishing: pods of execution 2 not finished: 1 Running",
     ]
     assert "Remaining pods" not in result.stdout
     assert section(result.stdout, "Pods not finished: 1")[1].split()[1:] == ["Running", "no", node, "Ready=True", "no"]
@@ -176,13 +176,15 @@ def test_running_on_a_lost_node_names_the_pod_its_node_and_the_remedy(cli_lab: C
     assert header_row(result.stdout)["STATE"] == "running"
     rows = {line.split()[0]: line.split()[1:] for line in section(result.stdout, "Pods not finished: 3")[1:]}
     assert rows[stuck] == ["Running", "yes", lost, "Ready=Unknown", "no"]
+    # what to do first, as every wait reason: the lost node's remedy, its command, permission and runbook section
     detail = section(result.stdout, "Detail:")
-    assert detail[1] == (
-        f"pod {stuck} on {lost} (Ready=Unknown): confirm {lost} is powered off, then run `{taint_command(lost)}` "
-        "(and 1 more below)"
-    )
-    assert detail[2].startswith(f"pod {pending} Pending (Unschedulable): add capacity")
-    assert f"Node {lost} is not Ready (Ready=Unknown)" in detail[3]
+    assert detail[0] == f"Confirm {lost} is powered off, then taint it out-of-service (Ready=Unknown)"
+    assert detail[1] == taint_command(lost)
+    assert detail[2].startswith("Needs permission to patch nodes. ")
+    assert detail[3] == "1 more thing blocks it: see below."
+    assert detail[4].startswith(f"TrainJob {cluster.namespace}/ft-4 runs execution 2 of job id ")
+    assert detail[5] == "Add capacity or relax their requests or placement: 1 pod Pending (Unschedulable)"
+    assert any(f"Node {lost} is not Ready (Ready=Unknown)" in line for line in detail)
     assert f"pod {pending}: Unschedulable: 0/2 nodes fit" in detail
     assert "--force" not in result.stdout
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import kubernetes
 import pytest
+from api_answers import expect_answer
 
 from airflow_provider_dispatch.dispatch.vocabulary import LABEL_SUBMISSION, POD_LABEL_ADMISSION
 from airflow_provider_dispatch.lab.scenario.scenario import Scenario
@@ -100,5 +101,5 @@ def test_the_api_refuses_a_pod_with_a_bad_knob(
     body["metadata"]["annotations"] = {EXIT_CODE_BY_SUBMISSION: "1=x"}
     with pytest.raises(kubernetes.client.ApiException) as raised:
         kubernetes.client.CoreV1Api(cluster_api).create_namespaced_pod(cluster_namespace, body)
-    assert raised.value.status == 422
+    expect_answer(raised.value, 422)
     assert EXIT_CODE_BY_SUBMISSION in str(raised.value.body)

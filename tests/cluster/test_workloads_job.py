@@ -101,13 +101,16 @@ def test_suspend_drops_active_at_once_and_counts_the_pods_terminating(workloads:
     ("policy", "replaced_at_once"), [("TerminatingOrFailed", True), ("Failed", False)], ids=["default", "failed"]
 )
 def test_an_evicted_pod_is_replaced_per_the_replacement_policy(
-    workloads: Workloads, policy: str, replaced_at_once: bool
+    workloads: Workloads, cluster_lab: Lab, policy: str, replaced_at_once: bool
 ) -> None:
     name = unique("job")
     workloads.batch.create_namespaced_job(workloads.namespace, _job(name, podReplacementPolicy=policy))
     first, _second = sorted(_start(workloads, name, 2), key=lambda p: p.metadata.annotations[INDEX])
-    workloads.core.delete_namespaced_pod(first.metadata.name, workloads.namespace)  # an eviction, graceful
-    job = workloads.wait_job(name, lambda j: j.status.terminating == 1)
+    # At wall speed until the status during the 10 s pod-failure backoff is read: at the module's speed the
+    # backoff is 0.1 s of wall time, and a loaded machine read the status after the replacement (active 2).
+    with _real_time(cluster_lab):
+        workloads.core.delete_namespaced_pod(first.metadata.name, workloads.namespace)  # an eviction, graceful
+        job = workloads.wait_job(name, lambda j: j.status.terminating == 1)
     if replaced_at_once:
         # Counted as failed and replaced (after the 10 s pod-failure backoff) while it still terminates.
         # During the backoff `manageJob` reports the pods it has: the other one runs (Kubernetes v1.36.3; up to

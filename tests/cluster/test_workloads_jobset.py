@@ -2,18 +2,25 @@
 
 from __future__ import annotations
 
-import copy
-import json
 from typing import Any
 
 import pytest
+from api_answers import expect_answer
 from kubernetes.client import ApiException
 
 from airflow_provider_dispatch.lab.simulated.workloads.garbage_collector import GarbageCollector
 from airflow_provider_dispatch.lab.simulated.workloads.job import JobController
 from airflow_provider_dispatch.lab.simulated.workloads.jobset import JobSetController
 
-from .workload_steps import JOBSET, Workloads, condition, immutable_replicated_jobs, job_condition, unique
+from .workload_steps import (
+    JOBSET,
+    Workloads,
+    condition,
+    immutable_replicated_jobs,
+    job_condition,
+    replace_jobset,
+    unique,
+)
 
 CONTROLLERS = [JobSetController, JobController, GarbageCollector]
 RESTART_ATTEMPT = "jobset.sigs.k8s.io/restart-attempt"
@@ -50,19 +57,7 @@ def _create(workloads: Workloads, body: dict[str, Any]) -> dict[str, Any]:
 
 
 def _update(workloads: Workloads, name: str, change: Any) -> dict[str, Any]:
-    for _ in range(5):
-        current = workloads.custom.get_namespaced_custom_object(*JOBSET, workloads.namespace, "jobsets", name)
-        body = copy.deepcopy(current)
-        change(body["spec"])
-        try:
-            replaced: dict[str, Any] = workloads.custom.replace_namespaced_custom_object(
-                *JOBSET, workloads.namespace, "jobsets", name, body
-            )
-            return replaced
-        except ApiException as error:
-            if error.status != 409:
-                raise
-    raise AssertionError("the JobSet kept changing")
+    return replace_jobset(workloads.custom, workloads.namespace, name, change)
 
 
 def _pod_spec(spec: dict[str, Any]) -> dict[str, Any]:
@@ -144,7 +139,7 @@ def test_the_webhook_refuses_template_changes_of_a_running_jobset(workloads: Wor
 
     with pytest.raises(ApiException) as still_refused:  # only the five scheduling fields may change
         _update(workloads, name, change_image)
-    assert json.loads(still_refused.value.body)["message"].endswith(": field is immutable")
+    assert expect_answer(still_refused.value, 422, "Invalid")["message"].endswith(": field is immutable")
 
 
 def test_an_update_is_not_defaulted_again(workloads: Workloads) -> None:

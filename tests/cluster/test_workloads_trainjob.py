@@ -8,10 +8,10 @@ accepts a runtime-patch change; on resume the new pods start beside the old ones
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import pytest
+from api_answers import expect_answer
 from kubernetes.client import ApiException
 
 from airflow_provider_dispatch.dispatch.vocabulary import LABEL_JOB_ID, LABEL_SUBMISSION
@@ -39,11 +39,6 @@ NOT_SUSPENDED = (
     'admission webhook "validator.trainjob.trainer.kubeflow.org" denied the request: spec.runtimePatches: '
     "Forbidden: RuntimePatches can only be modified when the TrainJob is suspended before or after the update"
 )
-
-
-def _denial(error: ApiException) -> tuple[int, str, str]:
-    status = json.loads(error.body)
-    return status["code"], status["reason"], status["message"]
 
 
 def _jobs_status(obj: dict[str, Any]) -> dict[str, int]:
@@ -93,7 +88,7 @@ def test_patches_of_an_unsuspended_trainjob_are_refused(workloads: Workloads) ->
 
     with pytest.raises(ApiException) as refused:
         workloads.update_trainjob(name, change)
-    assert _denial(refused.value) == (403, "Forbidden", NOT_SUSPENDED)
+    assert expect_answer(refused.value, 403, "Forbidden")["message"] == NOT_SUSPENDED
 
 
 def test_suspend_leaves_pods_terminating_behind_zero_active_counts(workloads: Workloads) -> None:
@@ -106,7 +101,7 @@ def test_suspend_leaves_pods_terminating_behind_zero_active_counts(workloads: Wo
     # Kueue's Stop(): suspend and change the patch in one request, while a Job is active: refused.
     with pytest.raises(ApiException) as refused:
         workloads.update_trainjob(name, suspend_and_change)
-    assert _denial(refused.value) == (403, "Forbidden", STILL_ACTIVE)
+    assert expect_answer(refused.value, 403, "Forbidden")["message"] == STILL_ACTIVE
     assert workloads.trainjob(name)["spec"]["suspend"] is False  # the refused update wrote nothing
 
     workloads.update_trainjob(name, lambda spec: spec.__setitem__("suspend", True))

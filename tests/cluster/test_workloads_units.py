@@ -7,6 +7,7 @@ import copy
 from typing import Any
 
 import pytest
+from api_answers import expect_answer
 
 from airflow_provider_dispatch.lab.apiserver.auth.auth import UserInfo
 from airflow_provider_dispatch.lab.apiserver.registry.admission import AdmissionRequest
@@ -530,7 +531,7 @@ def test_merge_maps_and_slices() -> None:
 
 def test_webhook_denial_text() -> None:
     error = webhook_errors.denied("w.example", ["a: Forbidden: x", "a: Forbidden: x", "b: Forbidden: y"])
-    assert (error.code, error.reason) == (403, "Forbidden")
+    expect_answer(error, 403, "Forbidden")
     assert error.message == 'admission webhook "w.example" denied the request: [a: Forbidden: x, b: Forbidden: y]'
     assert webhook_errors.invalid("p", "v", "bad") == 'p: Invalid value: "v": bad'
 

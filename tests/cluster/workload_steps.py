@@ -10,11 +10,11 @@ Terminating forever, which is what a frozen node looks like.
 from __future__ import annotations
 
 import copy
-import json
 import uuid
 from typing import Any
 
 import kubernetes
+from api_answers import answer_of, expect_answer
 from kubernetes.client import ApiException
 
 from airflow_provider_dispatch.lab.scenario import manifests
@@ -208,21 +208,43 @@ class Workloads:
                 raise
 
 
+def replace_jobset(
+    custom: kubernetes.client.CustomObjectsApi, namespace: str, name: str, change: Any, attempts: int = 10
+) -> Obj:
+    """Read the JobSet, apply `change` to its spec, replace it: again from a fresh read on a 409 Conflict
+    (`retry.RetryOnConflict`), since the JobSet controller writes the JobSet too (its status, from the moment it
+    sees the JobSet: a suspended one gets its `Suspended` condition). An update built from an older read, such as
+    the answer to the create, meets that write as a 409 before any webhook sees it (the API server checks the
+    resourceVersion before validating admission, `registry/generic/registry/store.go` `Update`). Any other
+    answer is raised, for the caller to check."""
+    for _ in range(attempts):
+        body = copy.deepcopy(custom.get_namespaced_custom_object(*JOBSET, namespace, "jobsets", name))
+        change(body["spec"])
+        try:
+            replaced: Obj = custom.replace_namespaced_custom_object(*JOBSET, namespace, "jobsets", name, body)
+            return replaced
+        except ApiException as error:
+            if error.status != 409:
+                raise
+    raise AssertionError(f"JobSet {namespace}/{name} changed under each of {attempts} updates")
+
+
 def immutable_replicated_jobs(error: ApiException, jobset: str) -> Obj:
     """The Status of JobSet v0.12.0's refusal of a change to `spec.replicatedJobs` (`ValidateUpdate` returns
     `apierrors.NewInvalid`, which controller-runtime passes on: 422 Invalid, the cause in the details), checked
     and returned. The lab and the real control plane answer alike (docs/fidelity.md)."""
-    status: Obj = json.loads(error.body)
-    assert (status["code"], status["reason"]) == (422, "Invalid")
+    answer = answer_of(error)
+    status = expect_answer(answer, 422, "Invalid")
+    assert status["code"] == 422, answer
     assert status["message"].startswith(
         f'admission webhook "vjobset.kb.io" denied the request: JobSet.jobset.x-k8s.io "{jobset}" is invalid: '
         "spec.replicatedJobs: Invalid value: "
-    )
-    assert status["message"].endswith(": field is immutable")
+    ), answer
+    assert status["message"].endswith(": field is immutable"), answer
     assert [(c["field"], c["reason"]) for c in status["details"]["causes"]] == [
         ("spec.replicatedJobs", "FieldValueInvalid")
-    ]
-    assert status["details"]["kind"] == "JobSet"
+    ], answer
+    assert status["details"]["kind"] == "JobSet", answer
     return status
 
 

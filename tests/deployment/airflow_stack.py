@@ -25,7 +25,7 @@ import os
 import secrets
 import subprocess
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -212,6 +212,19 @@ class AirflowStack:
         fresh = Service(name, old.argv, self.env, old.log_path, self.home).start()
         self.services[self.services.index(old)] = fresh
         return fresh
+
+    def wait_run_finished(
+        self, dag_id: str, run_id: str, bound: float, describe: Callable[[], str] | None = None
+    ) -> dict[str, Any]:
+        """Until the DAG run is `success` or `failed`; returns the run."""
+
+        def finished() -> dict[str, Any] | None:
+            run = self.rest.dag_run(dag_id, run_id)
+            return run if run.get("state") in ("success", "failed") else None
+
+        return wait_until(
+            f"run {run_id} of {dag_id} to finish", finished, bound=bound, services=self.services, describe=describe
+        )
 
     def stop(self) -> dict[str, int | None]:
         """Stop the components, the api-server last (the others talk to it while they shut down)."""

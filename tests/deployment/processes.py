@@ -114,19 +114,28 @@ def wait_until(
     describe: Callable[[], str] = lambda: "",
 ) -> T:
     """Poll `predicate` until it returns a truthy value (returned); fail after `bound` seconds or if one of
-    `services` dies. `describe()` says what was last seen, for the failure message."""
+    `services` dies. `describe()` says what was last seen, for the failure message.
+
+    A predicate that times out (a server too slow to answer one poll on a loaded machine, `TimeoutError`) has not
+    seen the state yet: the poll is repeated, within the same bound, and the failure message names the timeout."""
     watched = list(services)
     deadline = time.monotonic() + bound
+    slow: TimeoutError | None = None
     while True:
         for service in watched:
             service.check_alive()
-        value = predicate()
+        try:
+            value = predicate()
+        except TimeoutError as error:
+            value, slow = None, error
         if value:
             return value
         if time.monotonic() > deadline:
             seen = describe()
             raise AssertionError(
-                f"gave up after {bound:.0f} s waiting for {what}" + (f"; last seen: {seen}" if seen else "")
+                f"gave up after {bound:.0f} s waiting for {what}"
+                + (f"; last seen: {seen}" if seen else "")
+                + (f"; a poll last timed out: {slow!r}" if slow is not None else "")
             )
         time.sleep(POLL_INTERVAL)
 

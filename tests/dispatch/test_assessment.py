@@ -151,8 +151,15 @@ def test_waiting_detail_lists_remaining_pods_and_hints() -> None:
         pod("other", jobset_name="x", job_id="y"),
     ]
     status = assess(trainjob(), evidence(jobset()), pods, NODES)
-    assert status.detail.splitlines()[0] == "remaining pods: a on n1 (Ready=True), b on n2 (Ready=Unknown)"
-    assert "kubectl taint node n2 node.kubernetes.io/out-of-service=nodeshutdown:NoExecute" in status.detail
+    # what to do first, as every wait reason (dispatch.reasons): the lost node's remedy, its command, permission and
+    # runbook section; then the remaining pods and the explanations
+    lines = status.detail.splitlines()
+    assert lines[0] == "Confirm n2 is powered off, then taint it out-of-service (Ready=Unknown)"
+    assert lines[1] == "kubectl taint node n2 node.kubernetes.io/out-of-service=nodeshutdown:NoExecute"
+    assert lines[2].startswith("Needs permission to patch nodes. ")
+    assert lines[2].endswith("Runbook: docs/runbook.md#confirm-the-shutdown")
+    assert lines[3] == "1 more pod on 1 other node: see below."
+    assert lines[4] == "remaining pods: a on n1 (Ready=True), b on n2 (Ready=Unknown)"
     assert [p.name for p in status.remaining] == ["a", "b"]
     assert not status.drained
     assert not status.ceased

@@ -140,9 +140,13 @@ def test_never_suggests_force_deletion(lookup: NodeLookup | None, deletion: str 
 
 def test_kueue_waiting_message() -> None:
     pods = remaining_pods([pod("b", node=None), pod("a", node="n1")], {"n1": node("n1", ready="Unknown")})
-    assert explain.kueue_waiting_message(pods) == (
-        "waiting for pods of the previous execution to go: a on n1 (Ready=Unknown), b on no node (not scheduled)"
-    )
+    # what to do first (the lost node's remedy, command, permission, runbook), then the pods that remain
+    lines = explain.kueue_waiting_message(pods).splitlines()
+    assert lines[0] == "Confirm n1 is powered off, then taint it out-of-service (Ready=Unknown)"
+    assert lines[1] == "kubectl taint node n1 node.kubernetes.io/out-of-service=nodeshutdown:NoExecute"
+    assert lines[2].startswith("Needs permission to patch nodes. ")
+    assert lines[3] == "1 more pod on no node: see below."
+    assert lines[4:] == ["pods of the previous execution remain: a on n1 (Ready=Unknown), b on no node (not scheduled)"]
 
 
 def test_kueue_waiting_message_fits_its_limit_with_the_count_and_every_node_state() -> None:
@@ -150,9 +154,10 @@ def test_kueue_waiting_message_fits_its_limit_with_the_count_and_every_node_stat
         [pod(f"pod-{i:04d}", node="n1" if i else "n2") for i in range(40)],
         {"n1": node("n1"), "n2": node("n2", ready="Unknown")},
     )
-    text = explain.kueue_waiting_message(pods, limit=300)
-    assert len(text) <= 300
-    assert text.startswith("waiting for pods of the previous execution to go: pod-0000 on n2 (Ready=Unknown), ")
+    text = explain.kueue_waiting_message(pods, limit=900)  # the first line and remedy take about 500
+    assert len(text) <= 900
+    assert text.startswith("Confirm n2 is powered off, then taint it out-of-service (Ready=Unknown)\n")
+    assert "\npods of the previous execution remain: pod-0000 on n2 (Ready=Unknown), " in text
     shown = text.count(" on n")
     assert text.endswith(
         f", and {40 - shown} more; 40 pods on 2 nodes: Ready=Unknown (1 node: n2), Ready=True (1 node: n1)"
@@ -171,19 +176,26 @@ def test_pods_remain_error_names_pods_nodes_and_consequence() -> None:
     error = PodsRemainError("ml/ft-7", remaining, now=NOW)
     message = str(error)
     lines = message.splitlines()
-    # headline first, as the sensors' wait reasons: pod, node, node state and the one-line remedy
-    assert lines[0] == f"TrainJob ml/ft-7 is not admitted: {explain.headline(remaining)}"
-    assert lines[0] == (
-        "TrainJob ml/ft-7 is not admitted: pod ft-7-node-0-0 on n2 (Ready=Unknown): confirm n2 is powered off, "
-        "then run `kubectl taint node n2 node.kubernetes.io/out-of-service=nodeshutdown:NoExecute`"
+    # what to do first, as every wait reason: the node, its state and the remedy, then its command, the
+    # permission it needs and the runbook section
+    assert lines[0] == explain.headline(remaining)
+    assert lines[0] == "Confirm n2 is powered off, then taint it out-of-service (Ready=Unknown)"
+    assert lines[1] == "kubectl taint node n2 node.kubernetes.io/out-of-service=nodeshutdown:NoExecute"
+    assert lines[2] == (
+        "Needs permission to patch nodes. If the machine is gone for good, deleting its Node (`kubectl delete node "
+        "n2`, which needs permission to delete nodes) also ends the wait. Never force-delete the pods. Runbook: "
+        "docs/runbook.md#confirm-the-shutdown"
     )
-    assert lines[1] == (
-        "1 pod of the previous execution remains, so the previous execution may still run. The hold stays in force."
+    # then what it means for the TrainJob
+    assert lines[3] == (
+        "TrainJob ml/ft-7 is not admitted: 1 pod of the previous execution remains, so it may still run. The hold "
+        "stays in force."
     )
     # then the drain report's detail, line by line (the same explanation as the sensor's)
-    assert lines[2:] == explain.remaining_detail(remaining, now=NOW).splitlines()
-    assert lines[2] == "remaining pods: ft-7-node-0-0 on n2 (Ready=Unknown)"
-    assert lines[3].startswith("Node n2 is not Ready")
+    assert lines[4:] == explain.remaining_detail(remaining, now=NOW).splitlines()
+    assert lines[4] == "remaining pods: ft-7-node-0-0 on n2 (Ready=Unknown)"
+    assert lines[5].startswith("Node n2 is not Ready")
+    assert error.reason.text() == message
     assert error.ref == "ml/ft-7"
     assert error.remaining == remaining
     assert error.retryable
@@ -221,9 +233,12 @@ def test_a_pod_deleted_while_its_node_was_away_waits_for_the_node_to_be_back_lon
         "kubelet has reported Ready for 105s (a kubelet reports every 5 minutes while nothing changes). Nothing "
         "to do but wait."
     )
-    assert explain.headline(pods) == (
-        "pod p-0 on n1 (Ready=True): nothing to do: wait until the node has been Ready long enough for its "
-        "kubelet to have stopped them"
+    assert explain.urgent(pods) == (
+        "Waiting until n1 has been Ready 105s: 1 pod deleted while away may still run",
+        (
+            "Nothing to do but wait: its kubelet stops it once it relists its pods. Runbook: "
+            "docs/runbook.md#never-force-delete",
+        ),
     )
 
 

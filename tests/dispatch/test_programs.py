@@ -727,7 +727,8 @@ def test_inspect_waiting_with_explanation() -> None:
     api.nodes["n2"] = node("n2", ready="Unknown")
     result = drive(programs.inspect(REF), api.respond)
     assert result.state is State.WAITING
-    assert result.detail.startswith("remaining pods: a on n2 (Ready=Unknown)")
+    assert result.detail.startswith("Confirm n2 is powered off, then taint it out-of-service (Ready=Unknown)\n")
+    assert "\nremaining pods: a on n2 (Ready=Unknown)\n" in result.detail
     assert api.writes() == []
 
 

@@ -158,7 +158,9 @@ async def test_the_admission_check_message_stays_within_its_limit_with_hundreds_
     node = nodes[pods.index(first) % len(nodes)]
     special = {nodes[0]: "Ready=Unknown", nodes[1]: "Ready=False", nodes[2]: "Ready=Unknown, out-of-service"}
     state = special.get(node, "Ready=True")
-    assert message.startswith(f"waiting for pods of the previous execution to go: {first} on {node} ({state}), ")
+    # what to do first (the lost node, the most urgent), then the pods of the previous execution
+    assert message.startswith(f"Confirm {nodes[0]} is powered off, then taint it out-of-service (Ready=Unknown)\n")
+    assert f"\npods of the previous execution remain: {first} on {node} ({state}), " in message
     assert " more; 300 pods on 100 nodes: Ready=Unknown (1 node: " in message
     for group in ("Ready=False (1 node: ", "Ready=Unknown, out-of-service (1 node: ", "Ready=True (97 nodes)"):
         assert group in message
@@ -188,12 +190,13 @@ async def test_the_outcome_check_names_a_workload_not_admitted_and_then_evicted(
     check = await adapter.call("run", outcome_check(ref, adapter.adapter.operations))
     assert check.outcome is None
     assert check.waiting["headline"] == (
-        "Workload trainjob-ft-7-3f9a1 is not admitted: no quota is reserved for it; free or add quota in its "
-        "ClusterQueue"
+        "Free or add quota in its ClusterQueue: Workload trainjob-ft-7-3f9a1 has no quota reserved"
     )
     assert "QuotaReserved=False: Pending: insufficient nvidia.com/gpu" in check.waiting["detail"]
 
     set_conditions({"type": "Evicted", "status": "True", "reason": "Preempted", "message": "preempted by ml/big"})
     check = await adapter.call("run", outcome_check(ref, adapter.adapter.operations))
-    assert check.waiting["headline"].startswith("Workload trainjob-ft-7-3f9a1 was evicted (Preempted): ")
+    assert check.waiting["headline"] == (
+        "Waiting for Kueue to admit Workload trainjob-ft-7-3f9a1 again: it was evicted (Preempted)"
+    )
     assert "Evicted: Preempted: preempted by ml/big" in check.waiting["detail"]

@@ -28,6 +28,7 @@ from cluster.workload_steps import trainjob_selector, unique
 
 from airflow_provider_dispatch.dispatch import vocabulary as v
 from airflow_provider_dispatch.kueue.controller import AdmissionController, ControllerOptions
+from airflow_provider_dispatch.kueue.leader import ElectionConfig
 from airflow_provider_dispatch.lab.apiserver.auth.rbac_setup import LabRbac
 from airflow_provider_dispatch.lab.apiserver.faults import FaultInjector, FaultRule
 from airflow_provider_dispatch.lab.apiserver.server import USER_KEY
@@ -154,6 +155,8 @@ class ControllerTraffic:
 
     async def _handle(self, request: web.Request, handler: Handler) -> web.StreamResponse:
         gate = next((g for g in self.gates if g.matches(request)), None)
+        if gate is not None:
+            await request.read()  # the whole request has arrived (aiohttp keeps the bytes for the handler)
         if gate is not None and not await gate.hold():
             raise ConnectionResetError("dropped by the test after killing the controller")
         loss = next((g for g in self.losses if g.matches(request)), None)
@@ -195,29 +198,58 @@ class ControllerTraffic:
 class RunningController:
     """The admission check controller on the lab's loop, as the lab's `controller` identity."""
 
-    def __init__(self, lab: Lab, options: ControllerOptions, token: str | None = None) -> None:
+    def __init__(
+        self,
+        lab: Lab,
+        options: ControllerOptions,
+        token: str | None = None,
+        election: ElectionConfig | None = None,
+    ) -> None:
         self.lab = lab
         self.options = options
         if token is None and lab.inner.rbac is not None:
             token = lab.inner.rbac.token_for("controller")
         self.token = token
+        self.election = election
         self.instance: LabAdmissionController | None = None
         self._task: asyncio.Task[None] | None = None
 
-    def start(self, timeout: float = 30.0) -> RunningController:
-        """Start it and return once its Workload and AdmissionCheck caches are filled."""
+    def start(self, timeout: float = 30.0, *, leading: bool = True) -> RunningController:
+        """Start it and return once its Workload and AdmissionCheck caches are filled; with `election`, once it
+        leads and they are filled (`leading`), or at once (a standby)."""
 
         async def go() -> LabAdmissionController:
-            instance = LabAdmissionController(self.lab.inner.context(), self.options, self.token)
+            instance = LabAdmissionController(self.lab.inner.context(), self.options, self.token, self.election)
             self._task = self.lab.inner.spawn(instance.run(), name="dispatch-admission-controller (test)")
             async with asyncio.timeout(timeout):
                 await instance.started.wait()
-                assert instance.controller is not None
-                await instance.controller.ready.wait()
+                if leading:
+                    await instance.running.term.wait()
+                    assert instance.controller is not None
+                    await instance.controller.ready.wait()
             return instance
 
         self.instance = self.lab.run(go, timeout + 5)
         return self
+
+    def wait_leading(self, timeout: float = 30.0) -> None:
+        """Return once this replica leads and its term's caches are filled."""
+        instance = self.instance
+        assert instance is not None
+
+        async def leading() -> None:
+            async with asyncio.timeout(timeout):
+                await instance.running.term.wait()
+                assert instance.controller is not None
+                await instance.controller.ready.wait()
+
+        self.lab.run(leading, timeout + 5)
+
+    @property
+    def leads(self) -> bool:
+        assert self.instance is not None
+        elector = self.instance.running.elector
+        return self.lab.call(lambda: elector is not None and elector.leading)
 
     @property
     def controller(self) -> AdmissionController:
@@ -339,14 +371,30 @@ def pending_with(check: str, prefix: str) -> Callable[[Obj | None], bool]:
     return holds
 
 
+#: the line of our check's waiting message that lists the pods of the previous execution (below what to do first)
+WAITING_LINE = "\npods of the previous execution remain: "
+
+
+def waiting_message(check: str) -> Callable[[Obj | None], bool]:
+    """Our check is Pending with its waiting message: what to do first, then the pods of the previous execution."""
+
+    def holds(wl: Obj | None) -> bool:
+        entry = check_entry(wl, check)
+        return entry.get("state") == "Pending" and WAITING_LINE in str(entry.get("message", ""))
+
+    return holds
+
+
 def waiting_only_for(check: str, pod: str, node: str) -> Callable[[Obj | None], bool]:
-    """Our check waits for exactly one pod: `waiting for pods ...: <pod> on <node> (<node state>)`, whatever state
-    the node is in by then (a frozen node reads Ready=True until the node lifecycle controller marks it Unknown)."""
-    alone = f"waiting for pods of the previous execution to go: {pod} on {node} (Ready="
+    """Our check waits for exactly one pod: its message's pods line is `... remain: <pod> on <node> (<node
+    state>)`, whatever state the node is in by then (a frozen node reads Ready=True until the node lifecycle
+    controller marks it Unknown); what to do about that node comes first."""
+    alone = f"{WAITING_LINE}{pod} on {node} (Ready="
 
     def holds(wl: Obj | None) -> bool:
         message = str(check_entry(wl, check).get("message", ""))
-        return message.startswith(alone) and message.endswith(")") and ", " not in message[len(alone) :]
+        _, found, listed = message.partition(alone)
+        return bool(found) and message.endswith(")") and ", " not in listed and node in message.splitlines()[0]
 
     return holds
 

@@ -2,10 +2,12 @@
 
 The lab's own RBAC objects for the controller (its ClusterRole, ServiceAccount and binding) are deleted first,
 so everything the controller may do in this module comes from the deployed manifests. The scenario then covers
-every kind of request the controller makes (an admission, and a re-admission after a preemption), and the test
-asserts that none was refused (the role is enough), that the requests it made are all the role grants it (no
-rule beyond what it uses but the verbs the lab's RBAC tests pin), and that it cannot do what it must not
-(delete pods, write Workloads' spec, create or delete TrainJobs, write Nodes).
+every kind of request the controller makes (an admission, and a re-admission after a preemption), with leader
+election on as the Deployment runs it, and the test asserts that none was refused (the roles are enough), that
+the requests it made are all the roles grant it (no rule beyond what it uses but the verbs the lab's RBAC tests
+pin), and that it cannot do what it must not (delete pods, write Workloads' spec, create or delete TrainJobs,
+write Nodes). The lab serves neither Deployments nor PodDisruptionBudgets; the real tier applies those
+(tests/real/test_real_deploy.py).
 """
 
 from __future__ import annotations
@@ -22,10 +24,20 @@ from kubernetes.client import ApiException
 from airflow_provider_dispatch.cli import main as dispatch_cli
 from airflow_provider_dispatch.dispatch import vocabulary as v
 from airflow_provider_dispatch.kueue.controller import ControllerOptions
+from airflow_provider_dispatch.kueue.leader import ElectionConfig
 from airflow_provider_dispatch.lab.apiserver.auth.rbac_setup import apply_documents
 from airflow_provider_dispatch.lab.runtime import Lab, write_kubeconfig
 
-from .support import ControllerTraffic, RunningController, Steps, admission_of, admitted, check_entry, ready
+from .support import (
+    ControllerTraffic,
+    RunningController,
+    Steps,
+    admission_of,
+    admitted,
+    check_entry,
+    ready,
+    waiting_message,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy" / "admission-controller"
@@ -59,7 +71,7 @@ def deployed(kueue_lab: Lab, admin_api: kubernetes.client.ApiClient) -> list[Obj
         "dispatch-admission-controller", "dispatch-system"
     )
     documents = kustomize(DEPLOY)
-    served = [d for d in documents if d["kind"] != "Deployment"]  # the lab runs no Deployments
+    served = [d for d in documents if d["kind"] not in ("Deployment", "PodDisruptionBudget")]
 
     async def apply() -> None:
         from airflow_provider_dispatch.lab.client import LabClient
@@ -81,36 +93,74 @@ def service_account_token(lab: Lab, documents: list[Obj]) -> str:
     return lab.call(lambda: lab.inner.rbac.service_accounts.issue(meta["namespace"], meta["name"]))  # type: ignore[union-attr]
 
 
+def parsed_args(container: Obj) -> dict[str, Any]:
+    """The container's arguments as `dispatch` parses them (a usage error raises)."""
+    assert container["command"] == ["dispatch"]
+    context = dispatch_cli.make_context("dispatch", list(container["args"]), resilient_parsing=False)
+    sub = context.command.get_command(context, container["args"][0])  # type: ignore[attr-defined]
+    assert sub is not None
+    return dict(sub.make_context(container["args"][0], list(container["args"][1:]), parent=context).params)
+
+
 def test_the_manifests_fit_together(deployed: list[Obj]) -> None:
     [account] = by_kind(deployed, "ServiceAccount")
     [binding] = by_kind(deployed, "ClusterRoleBinding")
     [deployment] = by_kind(deployed, "Deployment")
     [check] = by_kind(deployed, "AdmissionCheck")
+    [budget] = by_kind(deployed, "PodDisruptionBudget")
+    [lease_role] = by_kind(deployed, "Role")
+    [lease_binding] = by_kind(deployed, "RoleBinding")
     roles = {r["metadata"]["name"]: r for r in by_kind(deployed, "ClusterRole")}
     assert binding["roleRef"]["name"] in roles
-    assert binding["subjects"] == [
-        {"kind": "ServiceAccount", "name": account["metadata"]["name"], "namespace": account["metadata"]["namespace"]}
+    subject = {
+        "kind": "ServiceAccount",
+        "name": account["metadata"]["name"],
+        "namespace": account["metadata"]["namespace"],
+    }
+    assert binding["subjects"] == [subject]
+    assert lease_binding["subjects"] == [subject]
+    assert lease_binding["roleRef"]["name"] == lease_role["metadata"]["name"]
+    assert lease_role["rules"] == [
+        {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["get", "create", "update"]}
     ]
-    pod = deployment["spec"]["template"]["spec"]
+    namespace = account["metadata"]["namespace"]
+    assert {d["metadata"]["namespace"] for d in (deployment, budget, lease_role, lease_binding)} == {namespace}
+    spec = deployment["spec"]
+    pod = spec["template"]["spec"]
     assert pod["serviceAccountName"] == account["metadata"]["name"]
-    assert deployment["metadata"]["namespace"] == account["metadata"]["namespace"]
-    assert (deployment["spec"]["replicas"], deployment["spec"]["strategy"]["type"]) == (1, "Recreate")
+    # two replicas, one at a time replaced, never both down; the budget keeps one through a voluntary disruption
+    assert spec["replicas"] == 2
+    assert spec["strategy"] == {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}}
+    assert budget["spec"]["minAvailable"] == 1
+    labels = spec["template"]["metadata"]["labels"]
+    for selector in (
+        spec["selector"],
+        budget["spec"]["selector"],
+        pod["topologySpreadConstraints"][0]["labelSelector"],
+    ):
+        assert selector["matchLabels"].items() <= labels.items()
     assert check["spec"]["controllerName"] == v.ADMISSION_CHECK_CONTROLLER
     [container] = pod["containers"]
-    assert container["command"] == ["dispatch"]
-    context = dispatch_cli.make_context("dispatch", list(container["args"]), resilient_parsing=False)
-    sub = context.command.get_command(context, container["args"][0])  # type: ignore[attr-defined]
-    assert sub is not None
-    parsed = sub.make_context(container["args"][0], list(container["args"][1:]), parent=context).params
+    parsed = parsed_args(container)
     assert parsed["kubeconfig"] is None  # in a Pod: the service account's token, no kubeconfig
+    assert parsed["leader_elect"] is True
+    assert parsed["leader_election_namespace"] is None  # the Pod's own, from POD_NAMESPACE
+    env = {e["name"]: e["valueFrom"]["fieldRef"]["fieldPath"] for e in container["env"]}
+    assert env == {"POD_NAME": "metadata.name", "POD_NAMESPACE": "metadata.namespace"}
+    [port] = container["ports"]
+    assert parsed["http_bind_address"] == f":{port['containerPort']}"
+    assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": port["name"]}
+    assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": port["name"]}
     grace = parsed["shutdown_grace_seconds"]
     assert grace < pod["terminationGracePeriodSeconds"]
     example = [d for d in yaml.safe_load_all((DEPLOY / "examples" / "clusterqueue.yaml").read_text()) if d]
     [queue] = by_kind(example, "ClusterQueue")
     assert queue["spec"]["admissionChecksStrategy"]["admissionChecks"] == [{"name": check["metadata"]["name"]}]
     assert "admissionChecks" not in queue["spec"]  # v1beta2 has only the strategy
+    context = dispatch_cli.make_context("dispatch", ["admission-controller"], resilient_parsing=False)
+    sub = context.command.get_command(context, "admission-controller")  # type: ignore[attr-defined]
     with pytest.raises(click.UsageError):
-        sub.make_context(container["args"][0], ["--check-name", "Not_A,Name"], parent=context)
+        sub.make_context("admission-controller", ["--check-name", "Not_A,Name"], parent=context)
 
 
 def test_the_controller_runs_with_exactly_the_deployed_rbac(
@@ -118,7 +168,10 @@ def test_the_controller_runs_with_exactly_the_deployed_rbac(
 ) -> None:
     [check] = [d["metadata"]["name"] for d in by_kind(deployed, "AdmissionCheck")]
     token = service_account_token(kueue_lab, deployed)
-    running = RunningController(kueue_lab, ControllerOptions(seed=5, resync_seconds=30.0), token).start()
+    [lease_role] = by_kind(deployed, "Role")
+    election = ElectionConfig(namespace=lease_role["metadata"]["namespace"], identity="deployed-0")
+    options = ControllerOptions(seed=5, resync_seconds=30.0)
+    running = RunningController(kueue_lab, options, token, election).start()
     try:
         for node in ("a", "b", "c"):
             steps.node(node)
@@ -138,7 +191,7 @@ def test_the_controller_runs_with_exactly_the_deployed_rbac(
         steps.scenario.freeze(frozen)
         steps.kueue.preempt(steps.namespace, wl)
         steps.scenario.advance(40)
-        steps.wait_workload(wl, lambda w: "to go: " in str(check_entry(w, check).get("message")))
+        steps.wait_workload(wl, waiting_message(check))
         steps.scenario.power_off(frozen)
         steps.scenario.taint_out_of_service(frozen)
         steps.scenario.advance(60)
@@ -173,9 +226,13 @@ def test_the_controller_runs_with_exactly_the_deployed_rbac(
         ("list", "nodes"),
         ("watch", "nodes"),
         ("get", "nodes"),  # the drain check's node reads
+        ("get", "leases"),  # leader election: read the Lease,
+        ("create", "leases"),  # make it (the first replica),
+        ("update", "leases"),  # take and renew it (conditional PUTs)
     }
     [role] = [r for r in by_kind(deployed, "ClusterRole") if r["metadata"]["name"] == "dispatch-admission-controller"]
-    granted = {(verb, resource) for rule in role["rules"] for resource in rule["resources"] for verb in rule["verbs"]}
+    rules = [*role["rules"], *lease_role["rules"]]
+    granted = {(verb, resource) for rule in rules for resource in rule["resources"] for verb in rule["verbs"]}
     assert {(verb, kind) for verb, kind in used if not kind.startswith("/")} - granted == set()  # enough
     # least: what the role grants beyond the calls above (get of a namespaced runtime is used when a TrainJob
     # names a TrainingRuntime). The rest is reported to the lead; the lab's RBAC tests pin it for now.

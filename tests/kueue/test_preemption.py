@@ -25,12 +25,10 @@ from .support import (
     check_entry,
     condition,
     is_true,
-    pending_with,
     ready,
+    waiting_message,
     waiting_only_for,
 )
-
-WAITING = "waiting for pods of the previous execution to go: "
 
 
 def test_preemption_beside_a_frozen_node_waits_for_cessation_and_never_overlaps(
@@ -50,7 +48,7 @@ def test_preemption_beside_a_frozen_node_waits_for_cessation_and_never_overlaps(
 
     steps.kueue.preempt(steps.namespace, wl)
     held = steps.wait_workload(
-        wl, lambda w: is_true(w, "QuotaReserved") and is_true(w, "Requeued") and pending_with(check, WAITING)(w)
+        wl, lambda w: is_true(w, "QuotaReserved") and is_true(w, "Requeued") and waiting_message(check)(w)
     )
     assert condition(held, "Requeued")["reason"] == "Preempted"  # Kueue released and re-reserved by itself
     assert f"{stuck} on {frozen}" in check_entry(held, check)["message"]

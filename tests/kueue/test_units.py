@@ -175,7 +175,7 @@ def remaining(name: str, node: str | None) -> RemainingPod:
             PodsRemainError("ml/ft-7", [remaining("p0", "n1"), remaining("p1", None)]),
             "Pending",
             Retry.WAITING,
-            "waiting for pods of the previous execution to go: p0 on n1 (not readable), p1 on no node (not scheduled)",
+            "Let dispatch read node n1: 1 pod on it cannot be proven stopped\n",
         ),
         (SuspensionNotObservedError("not yet", ref="ml/ft-7"), None, Retry.TRANSIENT, "not yet"),
         (ConflictError("409", ref="ml/ft-7"), None, Retry.TRANSIENT, "409"),

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import json
 import time
 
 import kubernetes
 import pytest
+from api_answers import expect_answer
 from kubernetes.client import ApiException
 from servers import SERVERS, Server, make_pod
 
@@ -15,10 +15,6 @@ from airflow_provider_dispatch.lab.scenario import manifests
 TRAINER = ("trainer.kubeflow.org", "v1alpha1")
 
 API_SERVERS = SERVERS
-
-
-def _status(error: ApiException) -> dict:
-    return json.loads(error.body)
 
 
 def test_create_stamps_server_owned_metadata(core_v1: kubernetes.client.CoreV1Api, namespace: str) -> None:
@@ -70,9 +66,8 @@ def test_already_exists_is_409_with_status(core_v1: kubernetes.client.CoreV1Api,
     core_v1.create_namespaced_pod(namespace, make_pod("dup"))
     with pytest.raises(ApiException) as raised:
         core_v1.create_namespaced_pod(namespace, make_pod("dup"))
-    status = _status(raised.value)
-    assert raised.value.status == 409
-    assert (status["kind"], status["reason"], status["code"]) == ("Status", "AlreadyExists", 409)
+    status = expect_answer(raised.value, 409, "AlreadyExists")
+    assert (status["kind"], status["code"]) == ("Status", 409)
     assert status["message"] == 'pods "dup" already exists'
     assert status["details"] == {"name": "dup", "kind": "pods"}
 
@@ -80,9 +75,7 @@ def test_already_exists_is_409_with_status(core_v1: kubernetes.client.CoreV1Api,
 def test_not_found_is_404_with_status(custom_objects: kubernetes.client.CustomObjectsApi, namespace: str) -> None:
     with pytest.raises(ApiException) as raised:
         custom_objects.get_namespaced_custom_object(*TRAINER, namespace, "trainjobs", "missing")
-    status = _status(raised.value)
-    assert raised.value.status == 404
-    assert status["reason"] == "NotFound"
+    status = expect_answer(raised.value, 404, "NotFound")
     assert status["message"] == 'trainjobs.trainer.kubeflow.org "missing" not found'
     assert status["details"] == {"name": "missing", "group": "trainer.kubeflow.org", "kind": "trainjobs"}
 
@@ -90,8 +83,7 @@ def test_not_found_is_404_with_status(custom_objects: kubernetes.client.CustomOb
 def test_create_in_missing_namespace_is_refused(core_v1: kubernetes.client.CoreV1Api) -> None:
     with pytest.raises(ApiException) as raised:
         core_v1.create_namespaced_pod("no-such-namespace", make_pod("p"))
-    assert raised.value.status == 404
-    assert _status(raised.value)["message"] == 'namespaces "no-such-namespace" not found'
+    assert expect_answer(raised.value, 404)["message"] == 'namespaces "no-such-namespace" not found'
 
 
 def test_stale_resource_version_is_409(custom_objects: kubernetes.client.CustomObjectsApi, namespace: str) -> None:
@@ -112,8 +104,7 @@ def test_stale_resource_version_is_409(custom_objects: kubernetes.client.CustomO
     stale["metadata"] = {**created["metadata"], "labels": {**created["metadata"]["labels"], "x": "2"}}
     with pytest.raises(ApiException) as raised:
         custom_objects.replace_namespaced_custom_object(*TRAINER, namespace, "trainjobs", "tj", stale)
-    status = _status(raised.value)
-    assert (raised.value.status, status["reason"]) == (409, "Conflict")
+    status = expect_answer(raised.value, 409, "Conflict")
     assert status["message"] == (
         'Operation cannot be fulfilled on trainjobs.trainer.kubeflow.org "tj": the object has been modified; '
         "please apply your changes to the latest version and try again"
@@ -129,8 +120,7 @@ def test_custom_resource_update_needs_resource_version(
     del created["metadata"]["resourceVersion"]
     with pytest.raises(ApiException) as raised:
         custom_objects.replace_namespaced_custom_object(*TRAINER, namespace, "trainjobs", "tj", created)
-    assert raised.value.status == 422
-    assert _status(raised.value)["details"]["causes"][0]["field"] == "metadata.resourceVersion"
+    assert expect_answer(raised.value, 422)["details"]["causes"][0]["field"] == "metadata.resourceVersion"
 
 
 def test_generation_moves_on_spec_changes_only(
@@ -220,14 +210,14 @@ def test_binding_assigns_a_node_once(core_v1: kubernetes.client.CoreV1Api, names
     assert [c.status for c in pod.status.conditions if c.type == "PodScheduled"] == ["True"]
     with pytest.raises(ApiException) as raised:
         core_v1.create_namespaced_pod_binding("p", namespace, binding, _preload_content=False)
-    assert raised.value.status == 409
+    expect_answer(raised.value, 409)
 
 
 def test_node_name_cannot_change_by_update(core_v1: kubernetes.client.CoreV1Api, namespace: str) -> None:
     core_v1.create_namespaced_pod(namespace, make_pod("p", node_name="n1"))
     with pytest.raises(ApiException) as raised:
         core_v1.patch_namespaced_pod("p", namespace, {"spec": {"nodeName": "n2"}})
-    assert raised.value.status == 422
+    expect_answer(raised.value, 422)
 
 
 def test_jobs_and_events(api_client: kubernetes.client.ApiClient, namespace: str) -> None:
@@ -268,9 +258,7 @@ def test_invalid_trainjob_names_are_422(
 ) -> None:
     with pytest.raises(ApiException) as raised:
         custom_objects.create_namespaced_custom_object(*TRAINER, namespace, "trainjobs", manifests.trainjob(name))
-    status = _status(raised.value)
-    assert (raised.value.status, status["reason"]) == (422, "Invalid")
-    assert status["details"]["causes"]
+    assert expect_answer(raised.value, 422, "Invalid")["details"]["causes"]
 
 
 def test_immutable_trainjob_fields(custom_objects: kubernetes.client.CustomObjectsApi, namespace: str) -> None:
@@ -279,7 +267,7 @@ def test_immutable_trainjob_fields(custom_objects: kubernetes.client.CustomObjec
         custom_objects.patch_namespaced_custom_object(
             *TRAINER, namespace, "trainjobs", "tj", {"spec": {"trainer": {"numNodes": 3}}}
         )
-    assert raised.value.status == 422
+    expect_answer(raised.value, 422)
     unchanged = custom_objects.get_namespaced_custom_object(*TRAINER, namespace, "trainjobs", "tj")
     assert unchanged["spec"]["trainer"]["numNodes"] == 2
 
@@ -379,8 +367,7 @@ def test_trainjob_schema_refusals_name_their_causes(
     body["spec"]["runtimePatches"] = [_runtime_patch(m) for m in managers]
     with pytest.raises(ApiException) as raised:
         custom_objects.create_namespaced_custom_object(*TRAINER, namespace, "trainjobs", body)
-    status = _status(raised.value)
-    assert (raised.value.status, status["reason"]) == (422, "Invalid")
+    status = expect_answer(raised.value, 422, "Invalid")
     # Real Kueue's TrainJob webhook appends its runtime patch to every TrainJob created; the session lab runs no
     # webhooks (a lab with Kueue's controllers does the same, lab/simulated/kueue/webhook.py).
     count = len(managers) + server.expect(lab=0, real=1)

@@ -7,6 +7,8 @@ test_rbac.py.
 
 from __future__ import annotations
 
+import base64
+import json
 from typing import Any
 
 import pytest
@@ -157,8 +159,8 @@ def test_system_masters_is_allowed_without_any_binding() -> None:
 
 def test_token_file_records_parse_as_newcsv() -> None:
     tokens = StaticTokens.from_csv('t1,alice,uid1,"dev,ops"\n\nt2,bob,uid2\n,nobody,uid3\n')
-    assert tokens.authenticate_token("t1") == UserInfo("alice", ("dev", "ops"))
-    assert tokens.authenticate_token("t2") == UserInfo("bob", ())
+    assert tokens.authenticate_token("t1") == UserInfo("alice", ("dev", "ops"), uid="uid1")
+    assert tokens.authenticate_token("t2") == UserInfo("bob", (), uid="uid2")
     assert tokens.authenticate_token("") is None
 
 
@@ -202,13 +204,17 @@ def _store_with_account(namespace: str, name: str, uid: str) -> Store:
     return store
 
 
-def test_service_account_token_is_the_account_with_its_groups() -> None:
+def test_service_account_token_is_the_account_with_its_groups_uid_and_credential_id() -> None:
     store = _store_with_account("ml", "runner", "u-1")
     tokens = ServiceAccountTokens(store, LabClock(speed=0))
-    user = TokenAuthenticator(StaticTokens({}), tokens).authenticate(f"Bearer {tokens.issue('ml', 'runner')}")
+    token = tokens.issue("ml", "runner")
+    user = TokenAuthenticator(StaticTokens({}), tokens).authenticate(f"Bearer {token}")
+    jti = json.loads(base64.urlsafe_b64decode(token.split(".")[1] + "=="))["jti"]
     assert user == UserInfo(
         "system:serviceaccount:ml:runner",
         ("system:serviceaccounts", "system:serviceaccounts:ml", "system:authenticated"),
+        uid="u-1",
+        extra=(("authentication.kubernetes.io/credential-id", (f"JTI={jti}",)),),
     )
 
 

@@ -139,7 +139,7 @@ def test_served_resources(
 
 
 def test_exactly_the_expected_resources_are_served() -> None:
-    assert len(default_registry().all()) == 20
+    assert len(default_registry().all()) == 23
 
 
 @pytest.mark.parametrize("version", ["v1beta1", "v1beta3"])
@@ -184,9 +184,9 @@ def test_naming_properties(
     assert isinstance(resource.schema, BuiltinSchema if builtin else CrdSchema)
 
 
-def test_access_review_is_marked_review_only() -> None:
+def test_the_reviews_are_marked_review_only() -> None:
     reviews = [r for r in default_registry().all() if r.review_only]
-    assert [r.plural for r in reviews] == ["selfsubjectaccessreviews"]
+    assert [r.plural for r in reviews] == ["selfsubjectaccessreviews", "selfsubjectrulesreviews", "selfsubjectreviews"]
 
 
 def test_default_registry_is_cached() -> None:

@@ -1193,5 +1193,5 @@ def test_malformed_bodies_get_field_errors_not_exceptions(resource: ResourceType
     resource.schema.prune(obj)
     causes = resource.schema.validate(obj)
     assert all(isinstance(c, FieldCause) and c.message for c in causes)
-    if body.get("metadata") != {"name": "n"} and resource.kind != "SelfSubjectAccessReview":
+    if body.get("metadata") != {"name": "n"} and not resource.review_only:  # a review needs no metadata
         assert causes, f"{resource.kind} accepted {body}"

@@ -17,6 +17,7 @@ from typing import Any
 
 import kubernetes
 import pytest
+from api_answers import expect_answer
 
 from airflow_provider_dispatch.lab.apiserver.auth.auth import Decision, UserInfo
 from airflow_provider_dispatch.lab.apiserver.requests import RequestInfo
@@ -91,8 +92,10 @@ def test_render_fills_index_and_group_everywhere() -> None:
 def test_seeds_the_objects_with_their_status(
     seeding_lab: Lab, core: kubernetes.client.CoreV1Api, namespace: str
 ) -> None:
-    status, answer = post(seeding_lab, seed_body(PODS.format(ns=namespace), template(), 6, start=10, group_size=4))
-    assert (status, answer["kind"], answer["created"]) == (201, "LabSeedResult", 6)
+    answer = expect_answer(
+        post(seeding_lab, seed_body(PODS.format(ns=namespace), template(), 6, start=10, group_size=4)), 201
+    )
+    assert (answer["kind"], answer["created"]) == ("LabSeedResult", 6)
     pods = {p.metadata.name: p for p in core.list_namespaced_pod(namespace).items}
     assert sorted(pods) == sorted(f"p-{i // 4}-{i}" for i in range(10, 16))
     p = pods["p-3-13"]
@@ -148,8 +151,8 @@ def test_bad_input_is_refused_and_writes_nothing(
     body = seed_body(PODS.format(ns=namespace), template(), 5)
     change(body)
     before = revision(seeding_lab)
-    status, answer = post(seeding_lab, body)
-    assert (status, answer["kind"]) == (code, "Status"), case
+    answer = expect_answer(post(seeding_lab, body), code)
+    assert answer["kind"] == "Status", case
     assert message in answer["message"], case
     assert revision(seeding_lab) == before, case
     assert core.list_namespaced_pod(namespace).items == []
@@ -160,8 +163,7 @@ def test_a_name_already_taken_is_refused_before_anything_is_written(
 ) -> None:
     core.create_namespaced_pod(namespace, manifests.pod("p-3-3"))
     before = revision(seeding_lab)
-    status, answer = post(seeding_lab, seed_body(PODS.format(ns=namespace), template(), 5))
-    assert (status, answer["reason"]) == (409, "AlreadyExists")
+    expect_answer(post(seeding_lab, seed_body(PODS.format(ns=namespace), template(), 5)), 409, "AlreadyExists")
     assert revision(seeding_lab) == before
     assert [p.metadata.name for p in core.list_namespaced_pod(namespace).items] == ["p-3-3"]
 
@@ -182,13 +184,12 @@ def test_seeding_is_authorized_as_the_create_and_the_status_write() -> None:
     with Lab(speed=100.0, authenticator=authorizer, authorizer=authorizer, middlewares=(seeder.middleware,)) as lab:
         seeder.bind(lab.inner.server)
         before = revision(lab)
-        status, answer = post(lab, seed_body(PODS.format(ns="default"), template(), 3))
-        assert (status, answer["reason"]) == (403, "Forbidden")
+        answer = expect_answer(post(lab, seed_body(PODS.format(ns="default"), template(), 3)), 403, "Forbidden")
         assert 'cannot update resource "pods/status"' in answer["message"]
         assert revision(lab) == before
         without_status = {k: v for k, v in template().items() if k != "status"}
-        status, answer = post(lab, seed_body(PODS.format(ns="default"), without_status, 3))
-        assert (status, answer["created"]) == (201, 3)
+        answer = expect_answer(post(lab, seed_body(PODS.format(ns="default"), without_status, 3)), 201)
+        assert answer["created"] == 3
 
 
 def test_a_later_object_the_api_refuses_stops_the_batch_and_names_its_index(
@@ -197,7 +198,6 @@ def test_a_later_object_the_api_refuses_stops_the_batch_and_names_its_index(
     """The dry run covers the first object; one that `{i}` makes invalid later (a label value past 63 characters
     at index 10) stops the batch there, with what came before it written."""
     grows = template({"v": "x" * 62 + "{i}"})
-    status, answer = post(seeding_lab, seed_body(PODS.format(ns=namespace), grows, 12))
-    assert (status, answer["reason"]) == (422, "Invalid")
+    answer = expect_answer(post(seeding_lab, seed_body(PODS.format(ns=namespace), grows, 12)), 422, "Invalid")
     assert answer["message"].startswith("object 10 (after 10 created): ")
     assert len(core.list_namespaced_pod(namespace).items) == 10

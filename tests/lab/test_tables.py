@@ -9,6 +9,7 @@ from typing import Any
 
 import kubernetes
 import pytest
+from api_answers import expect_answer
 
 from airflow_provider_dispatch.lab.apiserver import tables
 from airflow_provider_dispatch.lab.runtime import Lab
@@ -51,8 +52,7 @@ def test_events_print_as_the_real_server_does(client: kubernetes.client.ApiClien
         "lastTimestamp": "2026-01-01T00:00:00Z",
     }
     kubernetes.client.CoreV1Api(client).create_namespaced_event("default", event)
-    status, table = _get(client, "/api/v1/namespaces/default/events")
-    assert status == 200
+    table = expect_answer(_get(client, "/api/v1/namespaces/default/events"), 200)
     assert table["kind"] == "Table"
     assert table["apiVersion"] == "meta.k8s.io/v1"
     assert [c["name"] for c in table["columnDefinitions"]] == [c[0] for c in tables.EVENT_COLUMNS]
@@ -64,19 +64,16 @@ def test_events_print_as_the_real_server_does(client: kubernetes.client.ApiClien
 
 
 def test_include_object_and_plain_json(client: kubernetes.client.ApiClient) -> None:
-    status, table = _get(client, "/api/v1/namespaces/default", includeObject="Object")
-    assert status == 200
+    table = expect_answer(_get(client, "/api/v1/namespaces/default", includeObject="Object"), 200)
     assert table["rows"][0]["object"]["kind"] == "Namespace"
     assert [c["name"] for c in table["columnDefinitions"]] == ["Name", "Created At"]
-    status, _ = _get(client, "/api/v1/namespaces", includeObject="Everything")
-    assert status == 400
-    status, plain = _get(client, "/api/v1/namespaces", accept="application/json")
+    expect_answer(_get(client, "/api/v1/namespaces", includeObject="Everything"), 400)
+    plain = expect_answer(_get(client, "/api/v1/namespaces", accept="application/json"), 200)
     assert plain["kind"] == "NamespaceList"
 
 
 def test_printer_columns_follow_the_crd(client: kubernetes.client.ApiClient) -> None:
-    status, table = _get(client, "/apis/kueue.x-k8s.io/v1beta2/workloads")
-    assert status == 200
+    table = expect_answer(_get(client, "/apis/kueue.x-k8s.io/v1beta2/workloads"), 200)
     assert [(c["name"], c["type"]) for c in table["columnDefinitions"]] == [
         ("Name", "string"),
         ("Queue", "string"),
@@ -98,11 +95,9 @@ def test_jsonpath_of_printer_columns() -> None:
 
 
 def test_openapi_v3_says_the_server_validates_fields(client: kubernetes.client.ApiClient) -> None:
-    status, index = _get(client, "/openapi/v3", accept="application/json")
-    assert status == 200
+    index = expect_answer(_get(client, "/openapi/v3", accept="application/json"), 200)
     url = index["paths"]["apis/trainer.kubeflow.org/v1alpha1"]["serverRelativeURL"]
-    status, document = _get(client, url.split("?")[0], accept="application/json")
-    assert status == 200
+    document = expect_answer(_get(client, url.split("?")[0], accept="application/json"), 200)
     patch = document["paths"]["/apis/trainer.kubeflow.org/v1alpha1/namespaces/{namespace}/trainjobs/{name}"]["patch"]
     assert patch["x-kubernetes-group-version-kind"] == {
         "group": "trainer.kubeflow.org",
@@ -113,5 +108,4 @@ def test_openapi_v3_says_the_server_validates_fields(client: kubernetes.client.A
     assert "application/strategic-merge-patch+json" not in patch["requestBody"]["content"]
     schema = document["components"]["schemas"]["org.kubeflow.trainer.v1alpha1.TrainJob"]
     assert "suspend" in schema["properties"]["spec"]["properties"]
-    status, _ = _get(client, "/openapi/v3/apis/nope.example.com/v1", accept="application/json")
-    assert status == 404
+    expect_answer(_get(client, "/openapi/v3/apis/nope.example.com/v1", accept="application/json"), 404)

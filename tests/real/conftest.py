@@ -4,25 +4,34 @@ official client as one of the lab's identities.
 etcd, kube-apiserver, kube-controller-manager, kube-scheduler, JobSet, Trainer and Kueue as built by
 `controlplane/build` (`scripts/test` runs it and exports `DISPATCH_CONTROLPLANE_BIN`; without that variable the
 fixture asks the build for its cached folder, and fails with what to run if there is none). The nodes are the
-lab's simulated kubelets. Teardown stops every program's process group, so nothing is left running.
+real kubelets of hollow machines (lab/real/machine.py). Teardown stops every program's process group, so nothing is
+left running.
 """
 
 from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import kubernetes
 import pytest
 
 from airflow_provider_dispatch.lab.real import RealCluster
 
+from .deploy_steps import deploy_tools
 from .steps import RealSteps
 
 
 def client_for(cluster: RealCluster, identity: str = "admin") -> kubernetes.client.ApiClient:
     """An official-client ApiClient from the identity's kubeconfig (the caller closes it)."""
     return kubernetes.config.new_client_from_config(config_file=str(cluster.kubeconfig(identity)))
+
+
+@pytest.fixture(scope="session")
+def tools() -> Path:
+    """The folder with the pinned helm and kustomize (controlplane/deploy-tools/build)."""
+    return deploy_tools()
 
 
 @pytest.fixture(scope="session")

@@ -2,11 +2,12 @@
 
 Real time runs at speed 1 here, so the scenarios keep it short without faking any of it: a 5 s grace period, a
 process that ends 1 s after SIGTERM, the adapters' `settle_seconds` at `SETTLE` (the lab and production use 90 s),
-and the cluster's node monitor grace of 20 s (docs/fidelity.md). The node lifecycle, taint eviction, PodGC, the
-Job, JobSet, Trainer and Kueue controllers are the real ones.
+and the cluster's node monitor grace of 20 s (docs/fidelity.md). The kubelets, the node lifecycle, taint eviction,
+PodGC, the Job, JobSet, Trainer and Kueue controllers are the real ones; the nodes' machines are hollow
+(lab/real/machine.py).
 
 Every wait polls the real cluster's state with a deadline (`wait_for`); nothing sleeps to let the cluster catch
-up. The ground truth of which processes ran when is the simulated machines' overlap recorder.
+up. The ground truth of which processes ran when is the machines' overlap recorder.
 """
 
 from __future__ import annotations
@@ -106,21 +107,20 @@ class RealSteps:
         self.core.create_namespace({"metadata": {"name": self.namespace}})
 
     def close(self) -> None:
-        """The test's nodes go (their machines were powered off or are left idle); the namespace too."""
+        """The test's machines stop and their Nodes go; the namespace too."""
         for node in self.nodes:
-            try:
-                self.core.delete_node(node)
-            except ApiException as error:
-                if error.status != 404:
-                    raise
+            self.cluster.remove_node(node)
         self.core.delete_namespace(self.namespace)
 
     # --- the operator's installation ------------------------------------------------------------------------
 
-    def node(self, suffix: str, *, cpu: str = "8") -> str:
-        """A node of this test's zone, `cpu` cpus (a pod of `runtime` takes 8: one per node)."""
+    def node(self, suffix: str, *, cpu: str = "8", status_report_seconds: float | None = None) -> str:
+        """A node of this test's zone, `cpu` cpus (a pod of `runtime` takes 8: one per node); its kubelet reports
+        status every `status_report_seconds` (None: the kubelet's default, 5 minutes)."""
         name = f"{self.zone}-{suffix}"
-        self.cluster.add_node(name, cpu=cpu, labels={ZONE_LABEL: self.zone})
+        self.cluster.add_node(
+            name, cpu=cpu, labels={ZONE_LABEL: self.zone}, status_report_seconds=status_report_seconds
+        )
         self.nodes.append(name)
         self.wait(f"node {name} schedulable", lambda: self._schedulable(name) or None, timeout=60)
         return name
@@ -132,16 +132,28 @@ class RealSteps:
         grace: int = GRACE,
         termination: float = TERMINATION,
         unreachable_toleration: int | None = None,
+        annotations: dict[str, str] | None = None,
+        finite: bool = False,
     ) -> str:
         """A ClusterTrainingRuntime whose pods each take a whole 8-cpu node of this zone, with a `grace` s grace
         period and a process that ends `termination` s after SIGTERM; with `unreachable_toleration`, pods that
-        tolerate a node's `unreachable:NoExecute` taint that many seconds instead of the default 300."""
+        tolerate a node's `unreachable:NoExecute` taint that many seconds instead of the default 300; with
+        `annotations`, more workload annotations on the pods (how long the process runs, its exit code); with
+        `finite`, pods that are not restarted and a Job that fails at its first failure (restartPolicy Never,
+        backoffLimit 0)."""
         name = unique("rt")
         body = manifests.cluster_training_runtime(
             name, grace_seconds=grace, pod_replacement_policy=pod_replacement_policy
         )
-        template = body["spec"]["template"]["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]
-        template.setdefault("metadata", {})["annotations"] = {TERMINATION_SECONDS: str(termination)}
+        job = body["spec"]["template"]["spec"]["replicatedJobs"][0]["template"]["spec"]
+        template = job["template"]
+        template.setdefault("metadata", {})["annotations"] = {
+            TERMINATION_SECONDS: str(termination),
+            **(annotations or {}),
+        }
+        if finite:
+            job["backoffLimit"] = 0
+            template["spec"]["restartPolicy"] = "Never"
         template["spec"]["containers"][0]["resources"] = {"requests": {"cpu": "8"}}
         template["spec"]["nodeSelector"] = {ZONE_LABEL: self.zone}
         if unreachable_toleration is not None:
@@ -205,7 +217,7 @@ class RealSteps:
     # --- machines and the operator ----------------------------------------------------------------------------
 
     def set_state(self, node: str, state: str) -> None:
-        """`frozen`, `lost`, `powered-off`... (the lab's machine states, through the Node annotation)."""
+        """`frozen`, `lost`, `powered-off`... (the lab's machine states, acting on the hollow machine)."""
         self.cluster.set_node_state(node, state)
 
     def taint_out_of_service(self, node: str) -> None:

@@ -11,7 +11,6 @@ Every wait polls the API with a deadline (`wait_for`); nothing sleeps to let the
 
 from __future__ import annotations
 
-import copy
 import uuid
 from typing import Any
 
@@ -22,7 +21,7 @@ from kubernetes.client.exceptions import ApiException
 from airflow_provider_dispatch.lab.real import RealCluster
 from airflow_provider_dispatch.lab.real.processes import wait_for
 from airflow_provider_dispatch.lab.scenario import manifests
-from tests.cluster.workload_steps import immutable_replicated_jobs
+from tests.cluster.workload_steps import immutable_replicated_jobs, replace_jobset
 
 pytestmark = pytest.mark.slow
 
@@ -79,10 +78,12 @@ def test_a_jobset_update_that_drops_a_defaulted_field_is_refused(
     created = custom.create_namespaced_custom_object(*JOBSET, real_namespace, "jobsets", body)
     assert created["spec"]["replicatedJobs"][0]["template"]["spec"]["completionMode"] == "Indexed"  # on create
 
-    update = copy.deepcopy(created)
-    del update["spec"]["replicatedJobs"][0]["template"]["spec"]["completionMode"]
+    def drop_completion_mode(spec: dict[str, Any]) -> None:
+        del spec["replicatedJobs"][0]["template"]["spec"]["completionMode"]
+
+    # from a fresh read, again on a 409: the JobSet controller writes the JobSet's status meanwhile
     with pytest.raises(ApiException) as refused:
-        custom.replace_namespaced_custom_object(*JOBSET, real_namespace, "jobsets", name, update)
+        replace_jobset(custom, real_namespace, name, drop_completion_mode)
     immutable_replicated_jobs(refused.value, name)  # the lab's answer, checked by the same function
 
 

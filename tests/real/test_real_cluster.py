@@ -1,6 +1,6 @@
 """The real control plane works, through the official `kubernetes` client: version, identities, a TrainJob that
-runs to pods on a simulated node via the real Trainer, JobSet and Job controllers, and a node that stops
-heartbeating and is marked by the real node lifecycle controller.
+runs to pods on a hollow node via the real Trainer, JobSet and Job controllers and the real kubelet, and a node cut
+off from the API server that is marked by the real node lifecycle controller.
 
 Every wait polls the API with a deadline (`wait_for`); nothing sleeps to let the cluster catch up.
 """
@@ -12,6 +12,7 @@ from typing import Any
 
 import kubernetes
 import pytest
+from api_answers import expect_answer
 from kubernetes.client.exceptions import ApiException
 
 from airflow_provider_dispatch.lab.real import RealCluster
@@ -81,16 +82,16 @@ def test_identities_have_the_labs_rbac(
     update_as("writer")
     with pytest.raises(ApiException) as refused:
         update_as("reader")
-    assert refused.value.status == 403
+    expect_answer(refused.value, 403)
 
     assert kubernetes.client.CoreV1Api(identity_clients["writer"]).read_node("node-1").metadata.name == "node-1"
     with pytest.raises(ApiException) as no_nodes:
         kubernetes.client.CoreV1Api(identity_clients["no-nodes"]).read_node("node-1")
-    assert no_nodes.value.status == 403
+    expect_answer(no_nodes.value, 403)
     update_as("no-nodes")  # the writer's TrainJob rights, without the node reader's
 
 
-def test_trainjob_runs_to_pods_on_a_simulated_node(
+def test_trainjob_runs_to_pods_on_a_hollow_node(
     real_cluster: RealCluster, real_admin: kubernetes.client.ApiClient, real_namespace: str, runtime: str
 ) -> None:
     custom = kubernetes.client.CustomObjectsApi(real_admin)
@@ -124,9 +125,16 @@ def test_a_silent_node_goes_unknown_and_gets_the_unreachable_taint(
 ) -> None:
     core = kubernetes.client.CoreV1Api(real_admin)
     real_cluster.add_node("node-silent")
+    try:
+        _goes_unknown_and_tainted(real_cluster, core)
+    finally:
+        real_cluster.remove_node("node-silent")
+
+
+def _goes_unknown_and_tainted(real_cluster: RealCluster, core: kubernetes.client.CoreV1Api) -> None:
     wait_for("node-silent schedulable", lambda: _ready(core, "node-silent") == "True" or None, timeout=60)
 
-    real_cluster.set_node_state("node-silent", "lost")  # the kubelet stops heartbeating; the machine runs on
+    real_cluster.set_node_state("node-silent", "lost")  # cut off: its kubelet runs on, and nothing reaches the API
 
     wait_for(
         "node-silent Ready=Unknown",

@@ -14,6 +14,7 @@ from collections.abc import AsyncIterator
 
 import kubernetes
 import pytest
+from api_answers import expect_answer
 
 from airflow_provider_dispatch.dispatch import vocabulary as v
 from airflow_provider_dispatch.dispatch.assessment import Execution, State
@@ -247,4 +248,4 @@ async def test_the_adapters_operations(
     assert "refused before anything is written" in refused.value.message
     with pytest.raises(kubernetes.client.ApiException) as absent:
         steps.trainjob("unsafe")
-    assert absent.value.status == 404
+    expect_answer(absent.value, 404)

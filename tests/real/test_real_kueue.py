@@ -34,7 +34,8 @@ from .steps import SETTLE, TRAINER, RealSteps, unique
 pytestmark = pytest.mark.slow
 
 KUEUE = ("kueue.x-k8s.io", "v1beta2")
-WAITING = "waiting for pods of the previous execution to go: "
+#: our check's waiting message lists the pods of the previous execution on this line, below what to do first
+WAITING = "\npods of the previous execution remain: "
 Obj = dict[str, Any]
 
 
@@ -210,7 +211,7 @@ def test_preemption_beside_a_frozen_node_waits_for_cessation_and_readmits_once(
         lambda w: (
             has(w, "QuotaReserved", "True")
             and kueue.entry(w).get("state") == "Pending"
-            and str(kueue.entry(w).get("message", "")).startswith(WAITING + f"{stuck.metadata.name} on {frozen}")
+            and WAITING + f"{stuck.metadata.name} on {frozen}" in str(kueue.entry(w).get("message", ""))
         ),
         timeout=90,
     )

@@ -113,7 +113,7 @@ def test_negative_control_a_taint_on_a_running_machine_gives_an_overlap_the_chec
     assert result.stats["rule hostile_taint"] == 1, result.describe()
     assert result.stats["release PodsRemainError"] >= 1, result.describe()
     assert result.overlaps >= 1, result.describe()
-    by_labels = [v for v in result.violations if "(execution ExecutionKey(" in v]
+    by_labels = [v for v in result.violations if "labels: job id job-a, submission 1, A 1" in v]
     by_admission = [v for v in result.violations if "(admission 1) on" in v and "(admission 2) on" in v]
     assert by_labels, result.describe()
     assert by_admission, result.describe()

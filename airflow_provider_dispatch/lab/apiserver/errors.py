@@ -148,7 +148,7 @@ def method_not_supported(plural: str, group: str, verb: str) -> ApiError:
     return ApiError(
         405,
         "MethodNotAllowed",
-        f"{verb} is not supported on resources of kind {_qualified(plural, group)!r}",
+        f'{verb} is not supported on resources of kind "{_qualified(plural, group)}"',  # Go's %q
         {"kind": plural, **({"group": group} if group else {})},
     )
 

@@ -2,7 +2,7 @@
 
 One aiohttp application serves discovery, and for every registered kind get, list, watch, create, update (PUT),
 patch (JSON merge, JSON patch, strategic merge for built-in kinds, server-side apply), delete and
-deletecollection, plus the `status` and `binding` subresources and SelfSubjectAccessReview. Each request goes
+deletecollection, plus the `status` and `binding` subresources and the reviews (`reviews.py`). Each request goes
 through the apiserver's stages in the apiserver's order (`apiserver/pkg/server/config.go`
 `DefaultBuildHandlerChain`, `apiserver/pkg/endpoints/handlers/*.go`): authentication, authorization, then the
 handler: decode, server-owned metadata, admission (mutating), defaulting and schema validation, admission
@@ -21,7 +21,7 @@ import yaml
 from aiohttp import web
 from multidict import CIMultiDict
 
-from airflow_provider_dispatch.lab.apiserver import discovery, errors, openapi, tables
+from airflow_provider_dispatch.lab.apiserver import discovery, errors, openapi, protobuf, reviews, tables
 from airflow_provider_dispatch.lab.apiserver.auth.auth import AllowAnyone, Authenticator, Authorizer, UserInfo
 from airflow_provider_dispatch.lab.apiserver.errors import ApiError
 from airflow_provider_dispatch.lab.apiserver.registry import managed_fields, patching, strategy
@@ -110,8 +110,11 @@ class LabApiServer:
     async def _date_header(self, request: web.Request, response: web.StreamResponse) -> None:
         """Every answer's `Date` is the lab clock's, as a real API server's is its clock (Go's net/http sets it
         on every response): clients that judge elapsed time by the server's clock (dispatch's settle) see lab
-        time, which may run faster than the wall clock."""
+        time, which may run faster than the wall clock. And `Cache-Control: no-cache, private` unless the answer
+        set one, as the apiserver's `WithCacheControl` filter does (k8s.io/apiserver v0.36.3
+        `pkg/endpoints/filters/cachecontrol.go`): without it kubectl's HTTP cache served an earlier answer again."""
         response.headers["Date"] = format_date_time(self.clock.now())
+        response.headers.setdefault("Cache-Control", "no-cache, private")
 
     # ---------------------------------------------------------------------------------------- middleware
 
@@ -250,6 +253,8 @@ class LabApiServer:
         if not raw:
             return None
         content_type = request.headers.get("Content-Type", "application/json").split(";")[0].strip()
+        if content_type == protobuf.PROTOBUF:
+            return protobuf.decode(raw)  # the reviews kubectl sends so; other kinds 415
         try:
             if content_type.endswith("yaml"):
                 return yaml.safe_load(raw)
@@ -333,8 +338,11 @@ class LabApiServer:
     ) -> web.Response:
         if info.subresource == "binding":
             return await self._bind(request, resource, namespace, require_name(info))
-        if resource.kind == "SelfSubjectAccessReview":
-            return await self._access_review(request, user)
+        if resource.review_only:
+            body = await self._body(request)
+            if isinstance(body, dict):
+                self._check_body_kind(resource, body)
+            return _json(reviews.answer(resource, body, user, self.authorizer, self.clock), 201)
         if info.name:
             raise errors.method_not_supported(info.resource, info.group, "create")
         body = await self._body(request)
@@ -694,42 +702,6 @@ class LabApiServer:
         pod["status"]["conditions"] = conditions
         self.store.put(resource.qualified, key, pod)
         return _json(_status_success(code=201), 201)
-
-    async def _access_review(self, request: web.Request, user: UserInfo) -> web.Response:
-        """SelfSubjectAccessReview: ask the authorizer about a verb on a resource, without doing it."""
-        body = await self._body(request)
-        if not isinstance(body, dict):
-            raise errors.bad_request("the body of a SelfSubjectAccessReview must be an object")
-        spec = body.get("spec") or {}
-        attributes = spec.get("resourceAttributes")
-        if attributes:
-            plural = attributes.get("resource", "")
-            info = RequestInfo(
-                is_resource=True,
-                path="",
-                verb=attributes.get("verb", ""),
-                group=attributes.get("group", ""),
-                version=attributes.get("version", ""),
-                resource=plural,
-                namespace=attributes.get("namespace") or None,
-                name=attributes.get("name") or None,
-                subresource=attributes.get("subresource") or None,
-            )
-        else:
-            non_resource = spec.get("nonResourceAttributes") or {}
-            info = RequestInfo(is_resource=False, path=non_resource.get("path", ""), verb=non_resource.get("verb", ""))
-        decision = self.authorizer.authorize(user, info)
-        status: Obj = {"allowed": decision.allowed}
-        if decision.reason:
-            status["reason"] = decision.reason
-        result = {
-            "kind": "SelfSubjectAccessReview",
-            "apiVersion": "authorization.k8s.io/v1",
-            "metadata": {"creationTimestamp": None},
-            "spec": spec,
-            "status": status,
-        }
-        return _json(result, 201)
 
 
 def _patch_error(error: patching.PatchError) -> ApiError:

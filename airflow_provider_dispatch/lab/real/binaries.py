@@ -25,6 +25,7 @@ PROGRAMS = (
     "jobset",
     "trainer-controller-manager",
     "kueue",
+    "dispatch-kubelet",
 )
 BUILD_SCRIPT = Path(__file__).resolve().parents[3] / "controlplane" / "build"
 """`controlplane/build` in a source checkout (absent from an installed wheel)."""
@@ -60,6 +61,8 @@ class ControlPlaneBuild:
 
     def check(self) -> ControlPlaneBuild:
         missing = [name for name in PROGRAMS if not (self.bin / name).is_file()]
+        if not (self.root / "cri" / "api.proto").is_file():
+            missing.append("cri/api.proto")
         if missing or not self.manifests.is_dir() or not (self.root / "versions").is_file():
             raise ControlPlaneError(
                 f"{self.root} is not a complete control plane build (missing: {', '.join(missing) or 'manifests'});"

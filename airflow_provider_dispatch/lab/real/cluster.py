@@ -14,7 +14,9 @@ What it starts, in order, each program in its own process group with a log in th
 5. the CRDs and webhook configurations of JobSet, Trainer and Kueue, from the built modules (`manifests.py`),
    then the three controllers, webhooks on loopback ports; the cluster waits until a dry-run write passes each
    controller's webhooks;
-6. the simulated machines (`simulation.py`) on a background thread's event loop, and the nodes.
+6. the hollow machines (`simulation.py`, `machine.py`) on a background thread's event loop: per node a real
+   kubelet (`dispatch-kubelet`) that registers the Node, its CRI server of simulated processes, and the relay a
+   partition cuts.
 
 `RealCluster(apiserver_only=True)` stops after step 3: etcd and the API server alone, for measuring what the API
 server itself costs (`tests/benchmarks/real_drain_cost.py`), where a controller's reads would be noise;
@@ -54,8 +56,10 @@ from airflow_provider_dispatch.lab.apiserver.auth.rbac_setup import (
     SERVICE_ACCOUNTS,
     dispatch_manifests,
 )
+from airflow_provider_dispatch.lab.real import cri_stubs
 from airflow_provider_dispatch.lab.real import manifests as real_manifests
 from airflow_provider_dispatch.lab.real.binaries import ControlPlaneBuild, locate
+from airflow_provider_dispatch.lab.real.machine import Wiring
 from airflow_provider_dispatch.lab.real.pki import Pki, install_serving_pair, make_pki
 from airflow_provider_dispatch.lab.real.processes import ControlPlaneError, Program, free_port, wait_for
 from airflow_provider_dispatch.lab.real.simulation import Machines
@@ -74,8 +78,11 @@ KCM_CONTROLLERS = (
     "namespace-controller",
     "serviceaccount-controller",
     "ttl-after-finished-controller",
+    "root-ca-certificate-publisher-controller",
 )
-"""The controller manager's controllers (canonical names, `cmd/kube-controller-manager/names`)."""
+"""The controller manager's controllers (canonical names, `cmd/kube-controller-manager/names`). The root CA
+publisher writes the `kube-root-ca.crt` ConfigMap of every namespace, which the kubelet mounts into each pod's
+service account token volume (without it no pod starts)."""
 FIELD_MANAGER = "dispatch-real-cluster"
 TOKEN_SECONDS = 2 * 24 * 3600
 KUEUE_METRICS_CERTS = Path("/etc/kueue/metrics/certs")
@@ -111,7 +118,7 @@ _KIND_PATHS = {
 
 @dataclass(frozen=True)
 class NodeTimings:
-    """The node lifecycle settings: short enough for tests, and the lab kubelet's 10 s lease renewals fit."""
+    """The node lifecycle settings: short enough for tests; the kubelet's 10 s lease renewals fit."""
 
     monitor_period: str = "1s"
     monitor_grace_period: str = "20s"
@@ -230,15 +237,43 @@ class RealCluster:
         future: Future[T] = asyncio.run_coroutine_threadsafe(call(), self._loop)
         return future.result(timeout)
 
-    def add_node(self, name: str, *, cpu: str | None = None, labels: dict[str, str] | None = None) -> Obj:
-        """A Node and its simulated kubelet (the cluster's node size unless `cpu` says otherwise)."""
+    def add_node(
+        self,
+        name: str,
+        *,
+        cpu: str | None = None,
+        labels: dict[str, str] | None = None,
+        status_report_seconds: float | None = None,
+    ) -> Obj:
+        """A hollow machine whose kubelet registers the Node (the cluster's node size unless `cpu` says
+        otherwise); returns the Node once it is Ready. `status_report_seconds` sets the kubelet's
+        `nodeStatusReportFrequency` (its default is 5 minutes)."""
         return self.run(
-            lambda: self.machines.add_node(name, cpu=cpu or self.node_cpu, memory=self.node_memory, labels=labels)
+            lambda: self.machines.add_node(
+                name,
+                cpu=cpu or self.node_cpu,
+                memory=self.node_memory,
+                labels=labels,
+                status_report_seconds=status_report_seconds,
+            ),
+            timeout=120.0,
         )
 
+    def remove_node(self, name: str) -> None:
+        """The machine stops for good and its Node is deleted."""
+        self.run(lambda: self.machines.remove_node(name))
+
     def set_node_state(self, node: str, state: str) -> None:
-        """`ready`, `not-ready`, `frozen`, `lost` or `powered-off` (the lab's machine states)."""
+        """`ready`, `not-ready`, `frozen`, `lost` or `powered-off` (the lab's machine states, `machine.py`)."""
         self.run(lambda: self.machines.set_state(node, state))
+
+    def exit_process(self, node: str, namespace: str, pod: str, code: int) -> None:
+        """The pod's process on that node's machine exits now with `code` (the lab's `exit-now`)."""
+
+        async def act() -> None:
+            self.machines.exit_process(node, namespace, pod, code)
+
+        self.run(act)
 
     # ------------------------------------------------------------------------------------------ start
 
@@ -407,6 +442,7 @@ class RealCluster:
                 f"--node-monitor-grace-period={self.timings.monitor_grace_period}",
                 f"--node-startup-grace-period={self.timings.startup_grace_period}",
                 "--use-service-account-credentials=false",
+                f"--root-ca-file={self.ca_file}",
             ],
         )
 
@@ -616,13 +652,22 @@ class RealCluster:
 
     def _start_machines(self, token: str) -> None:
         assert self.pki is not None
+        assert self.build is not None
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="dispatch-real-machines", daemon=True)
         self._thread.start()
-        ca_file = str(self.pki.ca_file)
+        ca_file = self.pki.ca_file
+        wiring = Wiring(
+            kubelet=self.build.program("dispatch-kubelet"),
+            apiserver_port=int(self.url.rsplit(":", 1)[1]),
+            ca_file=ca_file,
+            token=token,
+            stubs=cri_stubs.load(self.build.root),
+            programs=self.programs,
+        )
 
         async def make() -> Machines:
-            return Machines(self.url, token, ca_file)
+            return Machines(self.url, token, str(ca_file), wiring, self.workdir / "machines")
 
         self._machines = self.run(make)
         self.run(self._machines.start)

@@ -95,6 +95,19 @@ class Program:
         finally:
             self._log.close()
 
+    def kill(self) -> None:
+        """SIGKILL the process group at once (a machine losing power), and reap it; idempotent."""
+        try:
+            self._signal(signal.SIGKILL)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.process.wait(STOP_GRACE_SECONDS)
+        finally:
+            self._log.close()
+
+    def send_signal(self, signum: signal.Signals) -> None:
+        """Send `signum` to the program's process group (SIGSTOP, SIGCONT: a frozen machine)."""
+        self._signal(signum)
+
     def _signal(self, signum: signal.Signals) -> None:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.process.pid, signum)

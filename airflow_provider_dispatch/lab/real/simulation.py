@@ -1,14 +1,15 @@
-"""The machines under the real control plane: the lab's kubelets, and the ground truth, against a real API server.
+"""The machines under the real control plane: hollow kubelets on the lab's simulated processes, and the ground truth.
 
-Nodes have no container runtime here, as in the lab: each Node gets the lab's simulated kubelet
-(`controllers/kubelet*.py`), unchanged, talking to the real kube-apiserver over https with the CA bundle and a
-bearer token. It registers nothing itself (the Node is created through the API, as `add_node` does), renews its
-Lease in `kube-node-lease`, reports node status, runs the pods the real scheduler binds to it as simulated
-processes, and follows the lab's machine-state annotation on its Node (`ready`, `not-ready`, `frozen`, `lost`,
-`powered-off`): a `lost` node stops heartbeating, and the real node lifecycle controller is what notices.
+Each Node is a hollow machine (`machine.py`): the real kubelet of the pinned Kubernetes release
+(`controlplane/kubelet`, built by `controlplane/build`), which registers its Node, renews its Lease, reports node
+status and runs the pods the real scheduler binds to it, through a CRI server of the project's own whose containers
+are the lab's simulated processes (`containers.py`, `cri.py`); and a relay to the API server that a partition
+cuts (`partition.py`). A machine's state (`ready`, `not-ready`, `frozen`, `lost`, `powered-off`) acts on the
+machine, not through the API: a `lost` machine's kubelet runs on, cut off, and the real node lifecycle controller
+is what notices.
 
-The lab clock runs at speed 1 with no stall guard, so lab time is wall time: every timestamp the kubelets write
-is compared by real controllers against their own clocks.
+The processes keep lab time, which here runs at speed 1 with no stall guard: lab time is wall time, the clock the
+kubelets and the controllers read too.
 
 The overlap recorder keeps the truth of which processes ran when. Its admission ledger cannot read a store here:
 `WatchedAdmissionLedger` is fed from watches of TrainJobs and pods on the real API server instead. The API
@@ -23,18 +24,20 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import logging
+from pathlib import Path
 from typing import Any
 
 from airflow_provider_dispatch.lab.apiserver.registry.admission import AdmissionChain
 from airflow_provider_dispatch.lab.apiserver.storage.store import WatchEvent
-from airflow_provider_dispatch.lab.client import Informer, LabClient
+from airflow_provider_dispatch.lab.client import ApiStatusError, Informer, LabClient, is_not_found
 from airflow_provider_dispatch.lab.clock import LabClock
 from airflow_provider_dispatch.lab.kinds import NODE, POD, TRAINJOB
-from airflow_provider_dispatch.lab.scenario import manifests
+from airflow_provider_dispatch.lab.real.containers import ContainerRuntime
+from airflow_provider_dispatch.lab.real.machine import HollowMachine, MachineSpec, Wiring
 from airflow_provider_dispatch.lab.simulated.cluster import ClusterContext
-from airflow_provider_dispatch.lab.simulated.nodes.kubelet import CONNECTED, STATE_ANNOTATION, Kubelet, MachineState
-from airflow_provider_dispatch.lab.simulated.nodes.kubelet_manager import KubeletManager
+from airflow_provider_dispatch.lab.simulated.nodes.kubelet_runs import MachineState
 from airflow_provider_dispatch.lab.truth.overlap import AdmissionLedger, OverlapRecorder
 
 Obj = dict[str, Any]
@@ -116,32 +119,36 @@ class LedgerFeed:
 
 
 class Machines:
-    """The simulated machines of a real cluster, on the caller's event loop: kubelets, clock, ground truth."""
+    """The hollow machines of a real cluster, on the caller's event loop: their kubelets, runtimes and network
+    paths (`machine.py`), the clock their processes keep, and the ground truth."""
 
-    def __init__(self, url: str, token: str, ca_file: str) -> None:
+    def __init__(self, url: str, token: str, ca_file: str, wiring: Wiring, workdir: Path) -> None:
         self.clock = LabClock(1.0, max_stall=float("inf"))
         self.ledger = WatchedAdmissionLedger()
+        self.recorder = OverlapRecorder(ledger=self.ledger)
         self.context = ClusterContext(url, self.clock, AdmissionChain(), token, self.ledger, ca_file)
-        self.kubelets = KubeletManager(self.context)
         self.feed = LedgerFeed(self.context.client("dispatch-admission-ledger"), self.ledger)
         self.client = self.context.client("dispatch-real-scenario")
+        self.wiring = wiring
+        self.workdir = workdir
+        self.machines: dict[str, HollowMachine] = {}
+        self._subnets = itertools.count()
         self._tasks: list[asyncio.Task[None]] = []
-
-    @property
-    def recorder(self) -> OverlapRecorder:
-        return self.kubelets.recorder
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
         self._tasks = [
             loop.create_task(self.clock.run(), name="lab-clock"),
             loop.create_task(self.feed.run(), name=self.feed.name),
-            loop.create_task(self.kubelets.run(), name=self.kubelets.name),
         ]
         await self.feed.trainjobs.synced.wait()
         await self.feed.pods.synced.wait()
 
     async def stop(self) -> None:
+        for machine in list(self.machines.values()):
+            with contextlib.suppress(Exception):
+                await machine.stop()
+        self.machines.clear()
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:
@@ -150,26 +157,64 @@ class Machines:
         self._tasks = []
         await self.client.close()
 
-    def kubelet(self, node: str) -> Kubelet:
-        kubelet = self.kubelets.kubelets.get(node)
-        if kubelet is None:
-            raise LookupError(f"no kubelet for node {node!r}: add the node first")
-        return kubelet
+    def machine(self, node: str) -> HollowMachine:
+        machine = self.machines.get(node)
+        if machine is None:
+            raise LookupError(f"no machine for node {node!r}: add the node first")
+        return machine
 
     async def add_node(
-        self, name: str, *, cpu: str = "32", memory: str = "128Gi", labels: dict[str, str] | None = None
+        self,
+        name: str,
+        *,
+        cpu: str = "32",
+        memory: str = "128Gi",
+        labels: dict[str, str] | None = None,
+        status_report_seconds: float | None = None,
     ) -> Obj:
-        """Register a Node as its kubelet would, and wait until its kubelet runs and has heartbeated."""
-        created = await self.client.create(NODE, None, manifests.node(name, cpu=cpu, memory=memory, labels=labels))
-        kubelet = await self.kubelets.kubelet(name)
-        await kubelet.wait(lambda: kubelet.heartbeats > 0)
-        return created
+        """Boot a machine whose kubelet registers the Node; returns the Node once it is Ready."""
+        if name in self.machines:
+            raise ValueError(f"node {name!r} has a machine already")
+        spec = MachineSpec(name, int(cpu), memory, tuple(sorted((labels or {}).items())), status_report_seconds)
+        runtime = ContainerRuntime(name, self.clock, self.recorder, next(self._subnets))
+        machine = HollowMachine(spec, self.wiring, self.workdir / name, runtime, self.recorder)
+        self.machines[name] = machine
+        await machine.start()
+        while True:  # a poll of the API, bounded by the caller (`RealCluster.run`'s timeout)
+            machine.check()
+            node = await tolerant_get(self.client, name)
+            if node is not None and _ready(node):
+                return node
+            await asyncio.sleep(0.2)
+
+    async def remove_node(self, name: str) -> None:
+        """The machine goes, then its Node (deleted as an operator would)."""
+        machine = self.machines.pop(name, None)
+        if machine is not None:
+            await machine.stop()
+        with contextlib.suppress(ApiStatusError):
+            await self.client.delete(NODE, None, name)
 
     async def set_state(self, node: str, state: str) -> None:
-        """Put the machine in `state` through its Node annotation; returns once its kubelet took it on."""
-        wanted = MachineState(state)
-        kubelet = self.kubelet(node)
-        before = kubelet.heartbeats
-        beat_needed = kubelet.state != wanted and wanted in CONNECTED
-        await self.client.patch(NODE, None, node, {"metadata": {"annotations": {STATE_ANNOTATION: wanted.value}}})
-        await kubelet.wait(lambda: kubelet.state == wanted and (not beat_needed or kubelet.heartbeats > before))
+        """Put the machine in `state` (`ready`, `not-ready`, `frozen`, `lost`, `powered-off`) now."""
+        await self.machine(node).set_state(MachineState(state))
+
+    def exit_process(self, node: str, namespace: str, pod: str, code: int) -> None:
+        """The pod's process on that machine exits now with `code`, whatever the kubelet knows."""
+        self.machine(node).runtime.exit_process(namespace, pod, code)
+
+
+async def tolerant_get(client: LabClient, name: str) -> Obj | None:
+    try:
+        return await client.get(NODE, None, name)
+    except ApiStatusError as error:
+        if is_not_found(error):
+            return None
+        raise
+
+
+def _ready(node: Obj) -> bool:
+    for condition in (node.get("status") or {}).get("conditions") or ():
+        if condition.get("type") == "Ready":
+            return bool(condition.get("status") == "True")
+    return False

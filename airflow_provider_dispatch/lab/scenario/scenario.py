@@ -58,10 +58,13 @@ class AsyncScenario:
 
     @property
     def manager(self) -> KubeletManager:
-        for controller in self.lab.controllers:
-            if isinstance(controller, KubeletManager):
-                return controller
-        raise RuntimeError("the lab runs no kubelets: start it with controllers=NODE_CONTROLLERS")
+        manager = self._kubelet_manager()
+        if manager is None:
+            raise RuntimeError("the lab runs no kubelets: start it with controllers=NODE_CONTROLLERS")
+        return manager
+
+    def _kubelet_manager(self) -> KubeletManager | None:
+        return next((c for c in self.lab.controllers if isinstance(c, KubeletManager)), None)
 
     @property
     def lifecycle(self) -> NodeLifecycleController | None:
@@ -224,8 +227,11 @@ class AsyncScenario:
         await self._keep_alive()
 
     async def _keep_alive(self) -> None:
+        manager = self._kubelet_manager()
+        if manager is None:
+            return  # a lab without kubelets: nothing heartbeats, time just moves
         lifecycle = self.lifecycle
-        for kubelet in list(self.manager.kubelets.values()):
+        for kubelet in list(manager.kubelets.values()):
             if not kubelet.connected:
                 continue
             await kubelet.heartbeat_now()

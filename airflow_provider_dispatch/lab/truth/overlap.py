@@ -34,6 +34,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 
 from airflow_provider_dispatch.dispatch.vocabulary import (
     ANNOTATION_ADMISSION,
@@ -222,11 +223,23 @@ class Overlap:
 
     def describe(self) -> str:
         def one(record: ProcessRecord) -> str:
-            admitted = f", admission {record.admission}" if record.admission is not None else ""
-            return f"{record.namespace}/{record.pod} on {record.node} (execution {record.execution}{admitted})"
+            seen = f"admission {record.admission}" if record.admission is not None else "no admission seen"
+            key = record.execution
+            labels = (
+                f"; labels: job id {key.job_id or '-'}, submission {key.submission or '-'}, A {key.admission or '-'}"
+                if key != ExecutionKey("", "", "")
+                else ""
+            )
+            return f"{record.namespace}/{record.pod} on {record.node} ({seen}{labels})"
 
         what = f" ({self.why})" if self.why else ""
-        return f"{one(self.first)} overlaps {one(self.second)}{what} from {self.start} to {self.end}"
+        end = "both still run" if self.end is None else f"until {_lab_time(self.end)}"
+        return f"{one(self.first)} overlaps {one(self.second)}{what} from {_lab_time(self.start)}, {end}"
+
+
+def _lab_time(seconds: float) -> str:
+    """Lab seconds since the epoch as RFC 3339 with milliseconds (overlaps can be shorter than a second)."""
+    return datetime.fromtimestamp(seconds, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 @dataclass

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from airflow_provider_dispatch.lab import kinds
-from airflow_provider_dispatch.lab.apiserver.auth.auth import Decision, UserInfo
+from airflow_provider_dispatch.lab.apiserver.auth.auth import Decision, UserInfo, rules_status
 from airflow_provider_dispatch.lab.apiserver.auth.rbac_rules import (
     PolicyRule,
     applies_to,
@@ -90,6 +90,17 @@ class RbacAuthorizer:
                     return Decision(True, f"RBAC: allowed by {source}")
             errors.extend(scope.errors)
         return Decision(False, f"RBAC: {aggregate(errors)}" if errors else "")
+
+    def rules_for(self, user: UserInfo, namespace: str) -> dict[str, Any]:
+        """`RBACAuthorizer.RulesFor`: the rules of every binding that applies to the user, cluster-wide then in
+        `namespace`, in the order `authorize` visits them; the resolution errors as `evaluationError`. Members of
+        `system:masters` get cluster-admin's rules through its binding: the privileged-group authorizer is no
+        rule resolver (`pkg/kubeapiserver/authorizer/reload.go` adds it to the authorizers only)."""
+        scopes = [self._cluster_rules(user)]
+        if namespace:
+            scopes.append(self._namespace_rules(user, namespace))
+        rules = [rule.as_json() for scope in scopes for _, rule in scope.rules]
+        return rules_status(rules, errors=[error for scope in scopes for error in scope.errors])
 
     # ----------------------------------------------------------------------------------------- resolution
 

@@ -62,6 +62,17 @@ class PolicyRule:
             non_resource_urls=_strings(rule.get("nonResourceURLs")),
         )
 
+    def as_json(self) -> dict[str, list[str]]:
+        """The rule as a role's `rules` entry carries it, its empty lists left out."""
+        fields = (
+            ("verbs", self.verbs),
+            ("apiGroups", self.api_groups),
+            ("resources", self.resources),
+            ("resourceNames", self.resource_names),
+            ("nonResourceURLs", self.non_resource_urls),
+        )
+        return {key: list(values) for key, values in fields if values}
+
 
 def rules_of(role: Mapping[str, Any]) -> tuple[PolicyRule, ...]:
     """The `rules` of a Role or ClusterRole."""

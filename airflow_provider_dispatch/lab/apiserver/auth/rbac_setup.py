@@ -5,12 +5,15 @@ At start the lab applies, through its own API and as its admin (server-side appl
 (`plugin/pkg/auth/authorizer/rbac/bootstrappolicy/policy.go` `ClusterRoles`, `ClusterRoleBindings`; the
 published `testdata/cluster-roles.yaml`): `cluster-admin` bound to `system:masters`; `system:discovery` and
 `system:basic-user` bound to `system:authenticated`; `system:public-info-viewer` bound to
-`system:authenticated` and `system:unauthenticated`. A real apiserver writes those from a post-start hook; the
-controllers' and nodes' roles are left out, because the lab's controllers run as its admin.
+`system:authenticated` and `system:unauthenticated`; `system:service-account-issuer-discovery` bound to
+`system:serviceaccounts` (so `kubectl auth can-i --list` lists for a service account what a cluster lists). A real
+apiserver writes those from a post-start hook; the controllers' and nodes' roles are left out, because the lab's
+controllers run as its admin.
 
-Then it applies the YAML manifests in `rbac_manifests/` (package data, meant to be shipped for real clusters
-too): dispatch's ClusterRoles and the lab's ServiceAccounts with their ClusterRoleBindings; and it issues a
-service account token for each identity. The identities:
+Then it applies dispatch's ClusterRoles from the production manifests
+(`deploy/rbac/dispatch-clusterroles.yaml`, found by `lab/deploy_manifests.py`) and the lab's ServiceAccounts
+with their ClusterRoleBindings (`rbac_manifests/lab-identities.yaml`, package data); and it issues a service
+account token for each identity. The identities:
 
 - `admin`: `lab-admin` in `system:masters` (a static token): everything;
 - `writer`: `system:serviceaccount:dispatch-system:dispatch-writer`: release, hold, open, and reads, nodes too;
@@ -42,6 +45,7 @@ from airflow_provider_dispatch.lab.apiserver.registry.resources import Registry
 from airflow_provider_dispatch.lab.apiserver.storage.store import Store
 from airflow_provider_dispatch.lab.client import LabClient
 from airflow_provider_dispatch.lab.clock import LabClock
+from airflow_provider_dispatch.lab.deploy_manifests import CLUSTER_ROLES, deploy_file
 
 Obj = dict[str, Any]
 
@@ -56,13 +60,17 @@ SERVICE_ACCOUNTS = {
 """Identity -> its ServiceAccount in `IDENTITY_NAMESPACE` (`rbac_manifests/lab-identities.yaml`)."""
 IDENTITIES = ("admin", *SERVICE_ACCOUNTS)
 FIELD_MANAGER = "dispatch-lab"
-MANIFESTS = ("clusterroles.yaml", "lab-identities.yaml")
-"""Applied in this order: roles, then the namespace, accounts and bindings."""
+LAB_IDENTITIES = "lab-identities.yaml"
+"""The lab's namespace, accounts and bindings (`rbac_manifests/`), applied after the roles."""
 
 _RBAC_API = "rbac.authorization.k8s.io/v1"
 DISCOVERY_URLS = [
     *("/api", "/api/*", "/apis", "/apis/*", "/healthz", "/livez", "/openapi", "/openapi/*"),
     *("/readyz", "/version", "/version/"),
+]
+ISSUER_DISCOVERY_URLS = [
+    *("/.well-known/openid-configuration", "/.well-known/openid-configuration/", "/openid/v1/jwks"),
+    "/openid/v1/jwks/",
 ]
 _BOOTSTRAP_META = {
     "labels": {"kubernetes.io/bootstrapping": "rbac-defaults"},
@@ -113,20 +121,25 @@ def bootstrap_policy() -> list[Obj]:
             "system:public-info-viewer",
             [{"nonResourceURLs": ["/healthz", "/livez", "/readyz", "/version", "/version/"], "verbs": ["get"]}],
         ),
+        _cluster_role(
+            "system:service-account-issuer-discovery",
+            [{"nonResourceURLs": ISSUER_DISCOVERY_URLS, "verbs": ["get"]}],
+        ),
         _group_binding("cluster-admin", PRIVILEGED_GROUP),
         _group_binding("system:discovery", authenticated),
         _group_binding("system:basic-user", authenticated),
         _group_binding("system:public-info-viewer", authenticated, unauthenticated),
+        _group_binding("system:service-account-issuer-discovery", "system:serviceaccounts"),
     ]
 
 
 @lru_cache(maxsize=1)
 def dispatch_manifests() -> tuple[Obj, ...]:
-    """The documents of `rbac_manifests/`, in `MANIFESTS` order, parsed once per process."""
-    directory = package_data.files("airflow_provider_dispatch.lab").joinpath("rbac_manifests")
+    """dispatch's ClusterRoles (deploy/), then the lab's identities (`rbac_manifests/`), parsed once per process."""
+    identities = package_data.files("airflow_provider_dispatch.lab").joinpath("rbac_manifests", LAB_IDENTITIES)
     documents: list[Obj] = []
-    for name in MANIFESTS:
-        with directory.joinpath(name).open("r", encoding="utf-8") as stream:
+    for source in (deploy_file(CLUSTER_ROLES), identities):
+        with source.open("r", encoding="utf-8") as stream:
             documents.extend(d for d in yaml.safe_load_all(stream) if isinstance(d, dict))
     return tuple(documents)
 
@@ -167,7 +180,7 @@ class LabRbac:
         self.admin_tokens = tuple(admin_tokens)
         if not self.admin_tokens:
             raise ValueError("the lab needs an admin token to provision RBAC through its API")
-        admin = UserInfo(ADMIN_USER, (PRIVILEGED_GROUP,))
+        admin = UserInfo(ADMIN_USER, (PRIVILEGED_GROUP,), uid=ADMIN_USER)  # as the real cluster's token file says
         self.service_accounts = ServiceAccountTokens(store, clock)
         self.authenticator = TokenAuthenticator(
             StaticTokens(dict.fromkeys(self.admin_tokens, admin)), self.service_accounts

@@ -12,7 +12,9 @@ The request authenticator is the kube-apiserver's chain (`pkg/kubeapiserver/auth
   of `pkg/serviceaccount/claims.go` `Claims`: `sub` `system:serviceaccount:<ns>:<name>`, `kubernetes.io`
   `{namespace, serviceaccount: {name, uid}}`, `iat`/`nbf`/`exp`. Validation (`claims.go` `validator.Validate`)
   refuses an expired token and one whose service account is gone or was re-created (another uid). The user has
-  the groups `system:serviceaccounts` and `system:serviceaccounts:<ns>` (`serviceaccount.MakeGroupNames`).
+  the groups `system:serviceaccounts` and `system:serviceaccounts:<ns>` (`serviceaccount.MakeGroupNames`), the
+  account's uid, and the extra `authentication.kubernetes.io/credential-id: JTI=<the token's jti>`
+  (`ServiceAccountInfo.UserInfo`), which `kubectl auth whoami` shows. A static token's user has the file's uid.
   Differences: the lab signs with HMAC-SHA256 and a per-lab key (a real apiserver signs RS256 with
   `--service-account-signing-key-file`; clients never verify either), times are lab time, and there is no
   `serviceaccounts/<name>/token` endpoint: tokens come from `ServiceAccountTokens.issue`.
@@ -28,6 +30,7 @@ from __future__ import annotations
 import base64
 import binascii
 import csv
+import dataclasses
 import hashlib
 import hmac
 import io
@@ -47,6 +50,8 @@ AUTHENTICATED = "system:authenticated"
 UNAUTHENTICATED = "system:unauthenticated"
 ANONYMOUS = UserInfo("system:anonymous", (UNAUTHENTICATED,))
 DEFAULT_ISSUER = "https://kubernetes.default.svc.cluster.local"
+CREDENTIAL_ID = "authentication.kubernetes.io/credential-id"
+"""`user.CredentialIDKey` (apiserver/pkg/authentication/user/user.go)."""
 """`--service-account-issuer` of kubeadm clusters; also the default audience of issued tokens."""
 DEFAULT_EXPIRATION_SECONDS = 365 * 24 * 3600
 """Lab-issued tokens last a lab year (`ExpirationExtensionSeconds`, what kubelets' projected tokens get), so that
@@ -81,7 +86,7 @@ class StaticTokens:
             if not record[0]:
                 continue  # NewCSV warns about an empty token and skips the record
             groups = tuple(record[3].split(",")) if len(record) >= 4 else ()
-            users[record[0]] = UserInfo(record[1], groups)
+            users[record[0]] = UserInfo(record[1], groups, uid=record[2])
         return cls(users)
 
     def authenticate_token(self, token: str) -> UserInfo | None:
@@ -178,7 +183,11 @@ class ServiceAccountTokens:
             raise InvalidTokenError(
                 f"service account UID ({account['metadata'].get('uid')}) does not match claim ({uid})"
             )
-        return UserInfo(service_account_username(namespace, name), service_account_groups(namespace))
+        jti = str(claims.get("jti") or "")
+        # `ServiceAccountInfo.UserInfo` (apiserver/pkg/authentication/serviceaccount/util.go, v0.36.3): the
+        # account's uid, and the token's id as `authentication.kubernetes.io/credential-id` (`JTI=<jti>`)
+        extra = ((CREDENTIAL_ID, (f"JTI={jti}",)),) if jti else ()
+        return UserInfo(service_account_username(namespace, name), service_account_groups(namespace), uid, extra)
 
 
 class TokenAuthenticator:
@@ -209,7 +218,7 @@ class TokenAuthenticator:
             return None  # invalid bearer token: 401 even with anonymous access on
         if AUTHENTICATED in user.groups or UNAUTHENTICATED in user.groups or user.name == ANONYMOUS.name:
             return user
-        return UserInfo(user.name, (*user.groups, AUTHENTICATED))
+        return dataclasses.replace(user, groups=(*user.groups, AUTHENTICATED))
 
 
 def _bearer(authorization: str | None) -> str | None:

@@ -4,8 +4,9 @@ Built-in kinds are the ones the provider and the simulated controllers touch. Th
 scope, short names, verbs, subresources) are as `kubectl api-resources` reports them for Kubernetes 1.34, from
 the registries under `kubernetes/kubernetes:pkg/registry/` (pods and nodes have `status`, pods `binding`;
 namespaces have no `deletecollection`, `pkg/registry/core/namespace/storage/storage.go`;
-`selfsubjectaccessreviews` is create-only and never stored,
-`pkg/registry/authorization/selfsubjectaccessreview/rest.go`).
+`selfsubjectaccessreviews`, `selfsubjectrulesreviews` and `selfsubjectreviews` are create-only and never stored,
+`pkg/registry/authorization/selfsubjectaccessreview/rest.go` and its siblings, answered by `reviews.py`).
+`customresourcedefinitions` are served for reading only (`registry/crd_objects.py`).
 
 Custom resources come from the upstream CRD YAMLs in `lab/crds/` (package data; see `crds/SOURCES.md`). Only
 the storage version of each CRD is served: the Kueue files declare v1beta1 as served too, but that only works
@@ -47,7 +48,7 @@ class ResourceType:
     categories: tuple[str, ...]
     schema: TypeSchema
     review_only: bool = False
-    """Create-only and never stored: the server computes the answer (SelfSubjectAccessReview)."""
+    """Create-only and never stored: the server computes the answer (the reviews, `lab.apiserver.reviews`)."""
     printer_columns: tuple[dict[str, Any], ...] = ()
     """A CRD version's `additionalPrinterColumns`: what `kubectl get` shows (`lab.apiserver.tables`)."""
     openapi: dict[str, Any] | None = None
@@ -159,6 +160,19 @@ def builtin_types() -> list[ResourceType]:
         _builtin(
             "authorization.k8s.io", "v1", "selfsubjectaccessreviews", "SelfSubjectAccessReview", False,
             verbs=("create",), review_only=True,
+        ),
+        _builtin(
+            "authorization.k8s.io", "v1", "selfsubjectrulesreviews", "SelfSubjectRulesReview", False,
+            verbs=("create",), review_only=True,
+        ),
+        _builtin(
+            "authentication.k8s.io", "v1", "selfsubjectreviews", "SelfSubjectReview", False,
+            verbs=("create",), review_only=True,
+        ),
+        # The CRDs the lab serves, as objects: read-only (`registry/crd_objects.py`).
+        _builtin(
+            "apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition", False,
+            short_names=("crd", "crds"), verbs=("get", "list", "watch"), categories=("api-extensions",),
         ),
         # RBAC by token (lab.rbac): the kinds its authorizer reads, served like any built-in kind.
         _builtin("", "v1", "serviceaccounts", "ServiceAccount", True, (), ("sa",)),

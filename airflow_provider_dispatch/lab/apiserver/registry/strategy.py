@@ -43,6 +43,8 @@ _KINDS_WITHOUT_GENERATION = frozenset(
         "Event",
         "Lease",
         "SelfSubjectAccessReview",
+        "SelfSubjectRulesReview",
+        "SelfSubjectReview",
         "ServiceAccount",
         "Role",
         "ClusterRole",

@@ -960,12 +960,21 @@ def validate_lease(lease: Obj) -> list[FieldCause]:
 
 
 def validate_access_review(review: Obj) -> list[FieldCause]:
-    """`ValidateSelfSubjectAccessReviewSpec`: exactly one of resourceAttributes and nonResourceAttributes."""
+    """`ValidateSelfSubjectAccessReviewSpec` (k8s.io/kubernetes v1.36.3 `pkg/apis/authorization/validation`):
+    exactly one of resourceAttributes and nonResourceAttributes. Both: `spec.nonResourceAttributes` is invalid;
+    neither: `spec.resourceAttributes` is, its value printed being the (nil) non-resource attributes, `null`. The
+    value is the internal type's, which has no JSON tags: Go's encoder names its fields `Path` and `Verb`."""
     spec = review.get("spec") or {}
-    has_resource = isinstance(spec, dict) and spec.get("resourceAttributes") is not None
-    has_non_resource = isinstance(spec, dict) and spec.get("nonResourceAttributes") is not None
-    if has_resource == has_non_resource:
-        return [f.invalid("spec", spec, "exactly one of nonResourceAttributes or resourceAttributes must be specified")]
+    resource = spec.get("resourceAttributes") if isinstance(spec, dict) else None
+    non_resource = spec.get("nonResourceAttributes") if isinstance(spec, dict) else None
+    if resource is not None and non_resource is not None:
+        value = {"Path": non_resource.get("path") or "", "Verb": non_resource.get("verb") or ""}
+        return [
+            f.invalid("spec.nonResourceAttributes", value, "cannot be specified in combination with resourceAttributes")
+        ]
+    if resource is None and non_resource is None:
+        detail = "exactly one of nonResourceAttributes or resourceAttributes must be specified"
+        return [f.invalid("spec.resourceAttributes", None, detail)]
     return []
 
 
@@ -1017,6 +1026,9 @@ KIND_RULES: dict[str, KindRules] = {
     "SelfSubjectAccessReview": KindRules(
         "V1SelfSubjectAccessReview", False, validator=validate_access_review, metadata_required=False
     ),
+    "SelfSubjectRulesReview": KindRules("V1SelfSubjectRulesReview", False, metadata_required=False),
+    "SelfSubjectReview": KindRules("V1SelfSubjectReview", False, metadata_required=False),
+    "CustomResourceDefinition": KindRules("V1CustomResourceDefinition", False),
     # RBAC and service accounts (lab.rbac_validation: `pkg/apis/rbac/validation`, `pkg/apis/rbac/v1/defaults.go`)
     "ServiceAccount": KindRules("V1ServiceAccount", True),
     "Role": KindRules("V1Role", True, rbac.path_segment_name, validator=rbac.validate_role),

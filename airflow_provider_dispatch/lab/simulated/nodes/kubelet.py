@@ -35,11 +35,15 @@ Back to a connected state, the kubelet heartbeats at once and syncs every pod it
 pending deletions are confirmed, exits that happened meanwhile are reported. A machine that was powered off
 reboots: its processes are gone. For each pod still bound to it the kubelet decides as for a lost pod sandbox
 (`pkg/kubelet/kuberuntime/kuberuntime_manager.go` `computePodActions`: with restart policy `Never` and
-containers that already ran no new sandbox is made; otherwise the containers start again): `Never`, or a pod
-being deleted, ends `Failed` with the container reported `ContainerStatusUnknown` / 137
-(`kubelet_pods.go` `convertToAPIContainerStatuses`); `OnFailure` and `Always` start a new process with
-`restartCount + 1`. Which container reason a real runtime reports after a reboot depends on the runtime
-(UNVERIFIED); the phase decision follows the code cited.
+containers that already ran no new sandbox is made; otherwise the containers start again). The runtime no longer
+knows the container that was running, so the kubelet reports it gone (`kubelet_pods.go`
+`convertToAPIContainerStatuses`): its last state `ContainerStatusUnknown` / 137, "The container could not be
+located when the pod was deleted.  The container used to be Running", with no times, and `restartCount + 1` unless
+the pod is being deleted. `Never`, or a pod being deleted, then ends `Failed` with the container terminated
+`ContainerStatusUnknown` / 137, "... when the pod was terminated"; `OnFailure` and `Always` start a new process.
+This is what the real kubelet v1.36.3 wrote on the real cluster (a hollow kubelet whose runtime forgot its
+containers at power-off, docs/fidelity.md); a runtime that keeps its records across a reboot (containerd) would
+report the container exited instead.
 """
 
 from __future__ import annotations
@@ -70,6 +74,7 @@ from airflow_provider_dispatch.lab.simulated.nodes.kubelet_runs import (
 from airflow_provider_dispatch.lab.simulated.nodes.kubelet_status import (
     UNKNOWN_CONTAINER_MESSAGE,
     UNKNOWN_CONTAINER_REASON,
+    VANISHED_CONTAINER_MESSAGE,
     Termination,
     status_summary,
     termination_reason,
@@ -254,19 +259,17 @@ class Kubelet:
                     else:
                         self._start_process(run)
                 continue
-            lost = Termination(
-                EXIT_SIGKILL,
-                UNKNOWN_CONTAINER_REASON,
-                format_timestamp(process.started_at) if process else None,
-                format_timestamp(process.finished_at or self.clock.now()) if process else self.clock.timestamp(),
-                run.container_id(),
-                UNKNOWN_CONTAINER_MESSAGE,
+            run.last_termination = Termination(
+                EXIT_SIGKILL, UNKNOWN_CONTAINER_REASON, message=VANISHED_CONTAINER_MESSAGE
             )
-            if deleting or run.restart_policy == "Never":
-                run.outcome = ("Failed", lost)
-            else:
-                run.last_termination = lost
+            if not deleting:
                 run.restarts += 1
+            if deleting or run.restart_policy == "Never":
+                run.outcome = (
+                    "Failed",
+                    Termination(EXIT_SIGKILL, UNKNOWN_CONTAINER_REASON, message=UNKNOWN_CONTAINER_MESSAGE),
+                )
+            else:
                 self._start_process(run)
 
     async def _machine_up(self) -> bool:

@@ -30,6 +30,9 @@ Obj = dict[str, Any]
 
 UNKNOWN_CONTAINER_REASON = "ContainerStatusUnknown"
 UNKNOWN_CONTAINER_MESSAGE = "The container could not be located when the pod was terminated"
+VANISHED_CONTAINER_MESSAGE = (
+    "The container could not be located when the pod was deleted.  The container used to be Running"
+)
 NOT_READY_MESSAGE = (
     "container runtime network not ready: NetworkReady=false reason:NetworkPluginNotReady "
     "message:Network plugin returns error: cni plugin not initialized"
@@ -38,15 +41,20 @@ NOT_READY_MESSAGE = (
 
 @dataclass(frozen=True)
 class Termination:
+    """A terminated container as the kubelet reports it; one that vanished with its runtime's state has no times
+    and no container ID."""
+
     exit_code: int
     reason: str
-    started_at: str | None
-    finished_at: str
-    container_id: str
+    started_at: str | None = None
+    finished_at: str | None = None
+    container_id: str = ""
     message: str | None = None
 
     def as_state(self) -> Obj:
-        state: Obj = {"exitCode": self.exit_code, "reason": self.reason, "finishedAt": self.finished_at}
+        state: Obj = {"exitCode": self.exit_code, "reason": self.reason}
+        if self.finished_at:
+            state["finishedAt"] = self.finished_at
         if self.started_at:
             state["startedAt"] = self.started_at
         if self.container_id:
