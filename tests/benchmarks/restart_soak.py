@@ -26,7 +26,10 @@ The faults. Each chain meets one or two, at a stage of one of its submissions (`
 * `clear` at those stages, and at `outcome` (the task deferred while a submission runs): the UI's Clear, through
   the REST API;
 * `restart-triggerer` at `outcome`: the triggerer process stopped and started again (it re-creates every trigger
-  from its kwargs).
+  from its kwargs);
+* `fail-clear` at `outcome` and `drain`: the task marked failed (the UI's Mark as failed, through the REST API: no
+  retry follows, the DAG run fails, a submission goes on in the cluster with no task watching it), then, once the
+  run shows failed, the task cleared: a failed chain resumed by Clear.
 
 The chain's deferrals are mostly at `outcome`; a TrainJob fails only once its pods are gone (the Job controller's
 terminal condition waits for them), so `hold` and `drain` run in one worker run after the outcome, and the soak
@@ -160,6 +163,8 @@ FAULTS: Final = (
     ("kill-worker", "drain"),
     ("clear", "hold"),
     ("clear", "drain"),
+    ("fail-clear", "outcome"),
+    ("fail-clear", "drain"),
 )
 #: what the scheduler logs when the stale executor event of a deferral fails the resumed try (apache/airflow#72716)
 STALE_EVENT: Final = "finished with state success, but the task instance's state attribute is"
@@ -586,6 +591,8 @@ class Chain:
         started = time.monotonic()
         if fault.kind == "kill-worker":
             self.kill_task_process(ti)
+        elif fault.kind == "fail-clear":
+            self.rest.mark_failed(self.dag.dag_id, self.result.run_id, TASK_ID)
         else:
             self.rest.clear(self.dag.dag_id, self.result.run_id, TASK_ID)
         try_number = int(ti["try_number"])
@@ -595,6 +602,8 @@ class Chain:
         )
         self.soak.lab.call(lambda: self.soak.delays.remove(rule))
         self.soak.lab.call(lambda: self.soak.delays.release(rule))  # the dead try's request lands late
+        if fault.kind == "fail-clear":
+            self.clear_failed_run()
         self.result.injected.append(
             Injected(fault.kind, fault.stage, fault.submission, try_number, time.monotonic() - started)
         )
@@ -604,12 +613,23 @@ class Chain:
         started = time.monotonic()
         if fault.kind == "clear":
             self.rest.clear(self.dag.dag_id, self.result.run_id, TASK_ID)
+        elif fault.kind == "fail-clear":
+            self.rest.mark_failed(self.dag.dag_id, self.result.run_id, TASK_ID)
+            self.clear_failed_run()
         else:
             with self.triggerer_lock:
                 self.stack.restart("triggerer")
         self.result.injected.append(
             Injected(fault.kind, fault.stage, fault.submission, int(ti["try_number"]), time.monotonic() - started)
         )
+
+    def clear_failed_run(self) -> None:
+        """Once the DAG run shows failed (the task marked failed), Clear the task: a failed chain resumed."""
+        self.wait(
+            "the run failed",
+            lambda: self.rest.dag_run(self.dag.dag_id, self.result.run_id).get("state") == "failed",
+        )
+        self.rest.clear(self.dag.dag_id, self.result.run_id, TASK_ID)
 
     def kill_task_process(self, ti: dict[str, Any]) -> None:
         """SIGKILL the task's process (its pid as Airflow recorded it), only if it descends from this soak's

@@ -98,6 +98,12 @@ class AirflowRest:
         answer = self.call("POST", f"/api/v2/dags/{dag_id}/clearTaskInstances", body)
         return list(answer.get("task_instances") or [])
 
+    def mark_failed(self, dag_id: str, run_id: str, task_id: str) -> None:
+        """Mark one task instance failed (the UI's Mark as failed): a running try is stopped, a deferred one's
+        trigger dropped, and no retry follows."""
+        path = f"/api/v2/dags/{dag_id}/dagRuns/{_q(run_id)}/taskInstances/{task_id}"
+        self.call("PATCH", path, {"new_state": "failed"})
+
     def log_text(self, dag_id: str, run_id: str, task_id: str, try_number: int) -> str:
         """The task's log for one try as the UI gets it (worker and trigger lines merged), one event a line."""
         path = f"/api/v2/dags/{dag_id}/dagRuns/{_q(run_id)}/taskInstances/{task_id}/logs/{try_number}"
