@@ -43,9 +43,11 @@ two tries only one creates it, and the other adopts it (the open's AlreadyExists
 submission), so two tries open at most one next submission. `per_run=True` gives each DAG run a chain of its own
 (`dispatch.restarts.run_key`): every try of a run finds its run's chain, and no run finds another's.
 
-The race is also met less: after every deferral the triggers hold back `progress` (a wait reason that changed
-without changing any decision, such as pods going from Pending to Running) for `quiet_period` seconds, and the
-chain never defers on a timer shorter than that; an outcome, drained or ceased is reported at once.
+The race is also met less: pods that only start (Pending, then Running) are no progress at all (the explanation's
+fingerprint leaves them out, `dispatch.unfinished`); other progress (a wait reason that changed without changing
+any decision, such as a node of the pods going not Ready) is held back by the triggers for `quiet_period` seconds
+after every deferral, and the chain never defers on a timer shorter than that; an outcome, drained or ceased is
+reported at once.
 
 The wait reason is shown at every stage as the sensors show theirs (`wait_reason.ShowsWaitReason`: log lines,
 the rendered field `wait_reason`, the XCom `wait_reason`): its first line says what to do or what is awaited, and

@@ -10,8 +10,8 @@ each resume is a new worker process that knows only what the deferral carried. S
 Then a small run of the restart soak (tests/benchmarks/restart_soak.py, whose lab this module uses: TLS, RBAC,
 the fencing agent, and requests held on the soak's word): two chains with a lost node and faults at every stage
 (the task's process killed while it opens, holds and drains; the task cleared while it runs; the triggerer
-restarted while it waits), each ending green, resumed from the cluster, its TrainJobs as it reports them, and no
-two executions at once.
+restarted while it waits; the task marked failed while it waits, then its failed run cleared), each ending green,
+resumed from the cluster, its TrainJobs as it reports them, and no two executions at once.
 """
 
 from __future__ import annotations
@@ -136,7 +136,7 @@ SOAK = (
         failures=1,
         lost_node=False,
         fast_failure=False,
-        faults=(Fault("clear", "hold", 1), Fault("kill-worker", "open", 2)),
+        faults=(Fault("clear", "hold", 1), Fault("kill-worker", "open", 2), Fault("fail-clear", "outcome", 2)),
     ),
     ChainPlan(
         index=1,
