@@ -170,7 +170,8 @@ def test_pods_that_only_start_are_no_progress() -> None:
     starting = pod("a", node="n1", phase="Pending")
     nodes = {"n1": node("n1")}
     started = explain_unfinished(running(), [starting], nodes, now=NOW)
-    assert "nothing to do yet" in started.first_line
+    assert started.first_line == "Waiting for 1 pod to start (starting)"
+    assert started.how == ("Nothing to do yet: the scheduler and the kubelet are at work.",)
     assert explain_unfinished(running(), [pod("a", node="n1")], nodes, now=NOW).fingerprint == started.fingerprint
     stuck = pod("a", node="n1", phase="Pending")
     stuck["status"]["containerStatuses"] = [{"name": "c", "state": {"waiting": {"reason": "ImagePullBackOff"}}}]
