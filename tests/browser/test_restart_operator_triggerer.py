@@ -20,14 +20,12 @@ import uuid
 from collections.abc import Iterator
 from typing import Any
 
-import kubernetes
 import pytest
 from benchmarks.restart_soak import ChainPlan, Fault, SoakLab, SoakRest, run_chains, soak_lab
+from browser_support import DrillLab
 from deployment.airflow_stack import AirflowStack
 from deployment.processes import wait_until
 
-from airflow_provider_dispatch.dispatch.vocabulary import CLUSTER_TRAINING_RUNTIME
-from airflow_provider_dispatch.lab.scenario import manifests
 from airflow_provider_dispatch.lab.simulated.nodes.workload import EXIT_CODE_BY_SUBMISSION, RUN_SECONDS
 
 pytestmark = [pytest.mark.browser, pytest.mark.airflow, pytest.mark.slow, pytest.mark.timeout(1200)]
@@ -52,20 +50,8 @@ FINISH_BOUND = 600.0
 
 def failing_runtime(drill_lab: SoakLab) -> str:
     """A runtime whose submission 1 fails after 60 lab seconds (one failed pod fails the Job)."""
-    name = f"rt-{uuid.uuid4().hex[:8]}"
-    body = manifests.cluster_training_runtime(name)
-    job_spec = body["spec"]["template"]["spec"]["replicatedJobs"][0]["template"]["spec"]
-    job_spec["template"]["metadata"] = {"annotations": {RUN_SECONDS: "60", EXIT_CODE_BY_SUBMISSION: "1=3"}}
-    job_spec["backoffLimit"] = 0
-    job_spec["template"]["spec"]["restartPolicy"] = "Never"
-    client = drill_lab.admin()
-    try:
-        coords = CLUSTER_TRAINING_RUNTIME
-        custom = kubernetes.client.CustomObjectsApi(client)
-        custom.create_cluster_custom_object(coords.group, coords.version, coords.plural, body)
-    finally:
-        client.close()
-    return name
+    lab = DrillLab(drill_lab.lab, drill_lab.scenario, drill_lab.kubeconfigs)  # the browser tests' runtime maker
+    return lab.finite_runtime({RUN_SECONDS: "60", EXIT_CODE_BY_SUBMISSION: "1=3"})
 
 
 def test_the_real_triggerer_carries_the_restart_chain(
