@@ -105,6 +105,11 @@ class AirflowStack:
                 # a task's worker parses its DAG file before it runs; on a loaded 2-core machine that can pass the
                 # 30 s default, and the try is then rescheduled during startup
                 "AIRFLOW__CORE__DAGBAG_IMPORT_TIMEOUT": "120",
+                # the dag-processor's parse of a file is stopped after 50 s by default, and a DAG not parsed for
+                # 50 s goes stale: at load 10 a parse took minutes, the DAG showed import errors (a trigger: 400)
+                # or went stale (404). Longer than the import timeout above.
+                "AIRFLOW__DAG_PROCESSOR__DAG_FILE_PROCESSOR_TIMEOUT": "300",
+                "AIRFLOW__DAG_PROCESSOR__STALE_DAG_THRESHOLD": "300",
                 "AIRFLOW__SCHEDULER__ENABLE_HEALTH_CHECK": "False",
                 "AIRFLOW__OPERATORS__DEFAULT_DEFERRABLE": "False",
                 "PYTHONUNBUFFERED": "1",
