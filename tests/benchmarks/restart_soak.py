@@ -624,12 +624,13 @@ class Chain:
         )
 
     def clear_failed_run(self) -> None:
-        """Once the DAG run shows failed (the task marked failed), Clear the task: a failed chain resumed."""
+        """Once the DAG run shows failed (the task marked failed), Clear the task and the tasks after it (marked
+        upstream_failed, as the example `restart_operator`'s report): a failed chain resumed."""
         self.wait(
             "the run failed",
             lambda: self.rest.dag_run(self.dag.dag_id, self.result.run_id).get("state") == "failed",
         )
-        self.rest.clear(self.dag.dag_id, self.result.run_id, TASK_ID)
+        self.rest.clear(self.dag.dag_id, self.result.run_id, TASK_ID, downstream=True)
 
     def kill_task_process(self, ti: dict[str, Any]) -> None:
         """SIGKILL the task's process (its pid as Airflow recorded it), only if it descends from this soak's

@@ -91,10 +91,17 @@ class AirflowRest:
         path = f"/api/v2/dags/{dag_id}/dagRuns/{_q(run_id)}/taskInstances/{task_id}/xcomEntries/{key}"
         return self.call("GET", path, deserialize=True)["value"]
 
-    def clear(self, dag_id: str, run_id: str, task_id: str) -> list[dict[str, Any]]:
+    def clear(self, dag_id: str, run_id: str, task_id: str, *, downstream: bool = False) -> list[dict[str, Any]]:
         """Clear one task of one run, whatever its state (the UI's Clear): a running try is stopped, and the task
-        runs again as a new try. Returns the task instances Airflow cleared."""
-        body = {"dry_run": False, "only_failed": False, "task_ids": [task_id], "dag_run_id": run_id}
+        runs again as a new try; with `downstream`, the tasks after it too (what re-running a failed run takes:
+        they were marked upstream_failed). Returns the task instances Airflow cleared."""
+        body = {
+            "dry_run": False,
+            "only_failed": False,
+            "task_ids": [task_id],
+            "dag_run_id": run_id,
+            "include_downstream": downstream,
+        }
         answer = self.call("POST", f"/api/v2/dags/{dag_id}/clearTaskInstances", body)
         return list(answer.get("task_instances") or [])
 
