@@ -222,7 +222,7 @@ class AirflowStack:
         return fresh
 
     def wait_run_finished(
-        self, dag_id: str, run_id: str, bound: float, describe: Callable[[], str] | None = None
+        self, dag_id: str, run_id: str, bound: float, describe: Callable[[], str] = lambda: ""
     ) -> dict[str, Any]:
         """Until the DAG run is `success` or `failed`; returns the run."""
 
