@@ -45,12 +45,19 @@ spec:
 )
 
 
-def example_dag(dag_id: str, doc_md: str | None, *, params: Mapping[str, Param], tags: tuple[str, ...] = ()) -> DAG:
-    """A DAG that runs when triggered (no schedule, no catch-up) with the retry defaults above, tagged `dispatch`
-    and `example` (and `tags`); `params` are what a run is triggered with."""
+def example_dag(
+    dag_id: str,
+    doc_md: str | None,
+    *,
+    params: Mapping[str, Param],
+    tags: tuple[str, ...] = (),
+    schedule: str | None = None,
+) -> DAG:
+    """A DAG that runs when triggered (or on `schedule`, a cron expression; no catch-up) with the retry defaults
+    above, tagged `dispatch` and `example` (and `tags`); `params` are what a run is triggered with."""
     return DAG(
         dag_id,
-        schedule=None,
+        schedule=schedule,
         start_date=datetime(2026, 1, 1),
         catchup=False,
         default_args=DEFAULT_ARGS,

@@ -17,6 +17,10 @@ What it needs: a runtime (`runtime` param, a ClusterTrainingRuntime; the lab's d
 the lab, the workload annotation `lab.dispatch.phpboyscout.uk/exit-code-by-submission` on the runtime's pod
 template makes chosen submissions fail (`lab/simulated/nodes/workload.py`).
 
+A new try of the task (its retries, a Clear) resumes the chain from what the cluster shows of job id `name`:
+a second run with the same `name` therefore takes up the first run's chain (a completed one succeeds at once).
+Give each run its own `name`, or see `nightly_restarts.py`, where each run gets a chain of its own (`per_run`).
+
 Params: `namespace`, `name` (the job id, and the TrainJob names' prefix), `runtime`, `num_nodes`,
 `max_restarts`.
 """
@@ -54,7 +58,7 @@ with example_dag(
         kubernetes_conn_id=KUBERNETES_CONN_ID,
         training_timeout=timedelta(days=7),
         wait_timeout=timedelta(hours=1),
-        retries=0,  # a retry would start the chain again at submission 1 (see the operator's docs)
+        # retries (DEFAULT_ARGS: 3): a new try resumes the chain from its TrainJobs, wherever it stood
     )
 
     @task(task_id="report")

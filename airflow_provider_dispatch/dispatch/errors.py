@@ -133,6 +133,11 @@ class PodFenceError(RefusedError):
     pod of it may have left the API unseen; nothing was admitted."""
 
 
+class NotInChainError(RefusedError):
+    """A TrainJob carries a restart chain's job id but is not one of its submissions (`<name>-<k>`, labelled
+    submission k, run by Trainer's own controller): the chain cannot tell its executions apart from it."""
+
+
 # --- classification of API failures -------------------------------------------------------------------------
 
 _SCRUBBERS = (

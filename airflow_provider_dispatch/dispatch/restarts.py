@@ -19,21 +19,36 @@ This module holds only the decisions, as a state machine with no I/O, no clock a
 The state crosses deferrals (the task's `next_kwargs`, and its XCom `restarts`), so it is JSON (`as_json`,
 `from_json`, which refuses anything malformed) and bounded: at most `MAX_RESTARTS_LIMIT` restarts, every text
 cut to `TEXT_LIMIT`, so the whole state stays below `STATE_LIMIT` characters however the chain went.
+
+The cluster is the chain's memory: a new try of the task (a retry, a Clear, a try Airflow failed while it ran)
+knows nothing of what an earlier try did, so it reads the chain's TrainJobs (`dispatch.resume`, by the job id
+label) and `from_cluster` says what they mean: the last submission running is waited for, failed with restarts
+left is held, drained and followed by the next, complete ends the chain; the restarts used are the submissions
+that exist. A TrainJob of the chain's job id that is not one of its submissions is refused (`NotInChainError`).
+Each submission after the first records in its create which submission it follows and how that one's pods went
+(`ANNOTATION_FOLLOWS`), so the history read back is the one the chain kept.
+
+`per_run` and `run_key` give each DAG run a chain of its own: the same key for every try of a run, another for
+every other run (`<name>-<YYYYMMDD>-<6 hex>`), whatever kind of run it is.
 """
 
 from __future__ import annotations
 
 import copy
+import hashlib
 import json
-from collections.abc import Mapping
+import re
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
+from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any, Final
 
 from airflow_provider_dispatch.dispatch import vocabulary as v
-from airflow_provider_dispatch.dispatch.errors import SpecRejectedError
+from airflow_provider_dispatch.dispatch.assessment import Mode, finished, is_held, managed
+from airflow_provider_dispatch.dispatch.errors import NotInChainError, SpecRejectedError, UnreachableError
 from airflow_provider_dispatch.dispatch.payloads import cut
-from airflow_provider_dispatch.dispatch.validation import rendered_nothing
+from airflow_provider_dispatch.dispatch.validation import rendered_nothing, validate_job_id, validate_namespace
 
 #: the most restarts one chain may make: the history of executions travels in every deferral's `next_kwargs`
 #: and in the XCom, so it must stay small; a training failing more often than this needs a person, not a loop
@@ -257,10 +272,14 @@ def trainjob_name(base: str, submission: int) -> str:
     return f"{base}-{submission}"
 
 
-def submission_manifest(manifest: Mapping[str, Any], submission: int) -> dict[str, Any]:
+def submission_manifest(
+    manifest: Mapping[str, Any], submission: int, *, follows: Submission | None = None
+) -> dict[str, Any]:
     """The TrainJob of submission k from the chain's manifest: named `<metadata.name>-<k>`, labelled submission k,
-    and labelled job id `metadata.name` unless the manifest gives its own. The manifest must not carry a
-    submission label (the chain numbers its submissions): `SpecRejectedError` (a refusal) otherwise. What
+    and labelled job id `metadata.name` unless the manifest gives its own; `follows`, the submission before it
+    (drained or ceased), goes in its `ANNOTATION_FOLLOWS`. The manifest must not carry a submission label (the
+    chain numbers its submissions) or that annotation, nor hand the TrainJob to another manager than Trainer's
+    own controller (`spec.managedBy`): `SpecRejectedError` (a refusal) otherwise. What
     `programs.prepare_manifest` checks (namespace, name length, the other labels) is left to it."""
     metadata = manifest.get("metadata")
     if not isinstance(metadata, Mapping) or not isinstance(metadata.get("name"), str):
@@ -272,6 +291,17 @@ def submission_manifest(manifest: Mapping[str, Any], submission: int) -> dict[st
             f"the chain's TrainJob manifest {base} sets the label {v.LABEL_SUBMISSION}; the restart operator "
             "numbers the submissions itself (1, 2, ...), remove it"
         )
+    if v.ANNOTATION_FOLLOWS in v.annotations_of(manifest):
+        raise SpecRejectedError(
+            f"the chain's TrainJob manifest {base} sets the annotation {v.ANNOTATION_FOLLOWS}; the restart "
+            "operator writes it on each submission after the first, remove it"
+        )
+    managed_by = v.field(manifest, "spec", "managedBy")
+    if managed_by not in (None, v.TRAINER_MANAGED_BY):
+        raise SpecRejectedError(
+            f"the chain's TrainJob manifest {base} sets spec.managedBy {managed_by!r}: its pods would run on "
+            "another cluster, where dispatch cannot tell when they stopped; leave spec.managedBy out"
+        )
     body = copy.deepcopy(dict(manifest))
     body["metadata"] = {**body["metadata"], "name": trainjob_name(base, submission)}
     body["metadata"]["labels"] = {
@@ -279,6 +309,11 @@ def submission_manifest(manifest: Mapping[str, Any], submission: int) -> dict[st
         v.LABEL_JOB_ID: labels.get(v.LABEL_JOB_ID, base),
         v.LABEL_SUBMISSION: str(submission),
     }
+    if follows is not None:
+        body["metadata"]["annotations"] = {
+            **v.annotations_of(manifest),
+            v.ANNOTATION_FOLLOWS: follows_annotation(follows),
+        }
     return body
 
 
@@ -292,6 +327,212 @@ def give_up_message(state: RestartState, trainjob: str) -> str:
         f"{trainjob} execution {last.admission}, ended {last.outcome}{said}. Every submission failed; the "
         "history is in this task's XCom 'restarts'."
     )
+
+
+# --- the chain in the cluster --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Chain:
+    """Which TrainJobs are one chain's: those of its job id in its namespace, named `<base>-<k>`."""
+
+    namespace: str
+    base: str
+    job_id: str
+
+    def ref(self, submission: int) -> str:
+        return f"{self.namespace}/{trainjob_name(self.base, submission)}"
+
+
+def chain_of(manifest: Mapping[str, Any]) -> Chain:
+    """The chain of a manifest (as `submission_manifest` takes it): its namespace, name and job id."""
+    labels = submission_manifest(manifest, 1)["metadata"]["labels"]
+    namespace = v.field(manifest, "metadata", "namespace")
+    job_id = validate_job_id(labels[v.LABEL_JOB_ID])
+    return Chain(validate_namespace(namespace), str(manifest["metadata"]["name"]), job_id)
+
+
+#: a submission label the chain writes: 1, 2, ... without a leading zero
+_SUBMISSION_NUMBER: Final = re.compile(r"[1-9][0-9]{0,2}")
+
+
+def chain_submission(chain: Chain, trainjob: Mapping[str, Any]) -> int:
+    """The submission number k of one of the chain's TrainJobs; `NotInChainError` for a TrainJob of its job id
+    that is not a submission of this chain (another name or number, run by another manager than Trainer)."""
+    name = v.name_of(trainjob)
+    ref = f"{chain.namespace}/{name}"
+    labels = v.labels_of(trainjob)
+    raw = labels.get(v.LABEL_SUBMISSION)
+    number = int(raw) if isinstance(raw, str) and _SUBMISSION_NUMBER.fullmatch(raw) else None
+    ours = labels.get(v.LABEL_JOB_ID) == chain.job_id and v.namespace_of(trainjob) in ("", chain.namespace)
+    if not ours or number is None or number > MAX_RESTARTS_LIMIT + 1 or name != trainjob_name(chain.base, number):
+        raise NotInChainError(
+            f"TrainJob {ref} carries the job id {chain.job_id} of the restart chain {chain.ref(1)}, "
+            f"{chain.ref(2)}, ... but is not one of its submissions (submission label {raw!r}). The chain cannot "
+            "tell its executions apart from this TrainJob's: give the chain a job id of its own (per_run=True, "
+            "another metadata.name, or another job id label).",
+            ref=ref,
+        )
+    managed_by = v.field(trainjob, "spec", "managedBy")
+    if managed_by not in (None, v.TRAINER_MANAGED_BY):
+        raise NotInChainError(
+            f"TrainJob {ref} is run by {managed_by} (spec.managedBy), not by Trainer's own controller: its pods are "
+            "not on this cluster, so dispatch cannot tell when they stopped and the chain does not go on with it.",
+            ref=ref,
+        )
+    return number
+
+
+def from_cluster(max_restarts: int, chain: Chain, trainjobs: Iterable[Mapping[str, Any]], now: float) -> RestartState:
+    """The chain as the cluster shows it, for a new try that knows nothing else (pure).
+
+    `trainjobs` are those carrying the chain's job id in its namespace (`dispatch.resume.read_chain`). None: the
+    first state. Otherwise the last submission n decides the stage: `Complete` ends the chain (`succeeded`);
+    `Failed` is held, drained and followed by n+1 while restarts remain (`hold`: the hold is idempotent and
+    records the execution's pods if nobody did), else the chain is `exhausted`; unfinished and running (plain
+    mode) is waited for (`outcome`, pinned to its current execution); unfinished and held, or under Kueue, is
+    opened (`open`: the open takes the existing TrainJob and releases it, or returns it running). The restarts
+    used are n - 1, whatever `max_restarts` was when they were opened. The history is read off the TrainJobs:
+    their admission, outcome, when they were created and finished (the API server's times), and how each one's
+    pods went as the next one recorded it (`ANNOTATION_FOLLOWS`; `drained_at` is the next one's creation). A
+    submission deleted since is an entry with no outcome. A last submission being deleted is retryable."""
+    limit = validate_max_restarts(max_restarts)
+    found: dict[int, Mapping[str, Any]] = {}
+    for trainjob in trainjobs:
+        found[chain_submission(chain, trainjob)] = trainjob
+    if not found:
+        return start(limit, now)
+    last = max(found)
+    history = [_observed(k, found.get(k), found.get(k + 1)) for k in range(1, last + 1)]
+    trainjob = found[last]
+    if v.field(trainjob, "metadata", "deletionTimestamp") is not None:
+        raise UnreachableError(
+            f"TrainJob {chain.ref(last)}, the last submission of the chain, is being deleted: the chain goes on "
+            "from the submission before it once it is gone; retry.",
+            ref=chain.ref(last),
+        )
+    current = history[-1]
+    if current.outcome == COMPLETE:
+        stage = Stage.SUCCEEDED
+    elif current.outcome == FAILED:
+        stage = Stage.HOLD if last - 1 < limit else Stage.EXHAUSTED
+    elif is_held(trainjob) or managed(trainjob).mode is Mode.KUEUE:
+        stage = Stage.OPEN
+    else:
+        stage = Stage.OUTCOME
+    return RestartState(limit, stage, now, tuple(history))
+
+
+#: what a submission deleted from the cluster says in the history read back
+DELETED_REASON: Final = "NotFound"
+
+
+def _observed(submission: int, trainjob: Mapping[str, Any] | None, following: Mapping[str, Any] | None) -> Submission:
+    """History entry k, read off its TrainJob (None: deleted) and the next one (how k's pods went)."""
+    drained: str | None = None
+    drained_at: float | None = None
+    follows = follows_of(following)
+    if follows is not None and follows[0] == submission:
+        drained, drained_at = follows[1], _epoch(v.field(following, "metadata", "creationTimestamp"))
+    if trainjob is None:
+        message = "the TrainJob no longer exists: it was deleted after the chain went on"
+        return Submission(submission, reason=DELETED_REASON, message=message, drained=drained, drained_at=drained_at)
+    done = finished(trainjob)
+    outcome, reason, message, finished_at = None, "", "", None
+    if done is not None:
+        outcome = COMPLETE if done[1].get("type") == v.CONDITION_COMPLETE else FAILED
+        reason, message = str(done[1].get("reason") or ""), str(done[1].get("message") or "")
+        finished_at = _epoch(done[1].get("lastTransitionTime"))
+    return Submission(
+        submission=submission,
+        admission=managed(trainjob).admission,
+        opened_at=_epoch(v.field(trainjob, "metadata", "creationTimestamp")),
+        outcome=outcome,
+        reason=_bounded(reason),
+        message=_bounded(message),
+        finished_at=finished_at,
+        drained=drained,
+        drained_at=drained_at,
+    )
+
+
+def _epoch(text: object) -> float | None:
+    moment = v.parse_time(text)
+    return None if moment is None else moment.timestamp()
+
+
+def follows_annotation(previous: Submission) -> str:
+    """The value of `ANNOTATION_FOLLOWS` on the submission after `previous` (drained or ceased)."""
+    return json.dumps({"submission": previous.submission, "drained": previous.drained}, separators=(",", ":"))
+
+
+def follows_of(trainjob: Mapping[str, Any] | None) -> tuple[int, str] | None:
+    """(k, "drained" | "ceased") from a TrainJob's `ANNOTATION_FOLLOWS`; None when absent or not the chain's."""
+    raw = v.annotations_of(trainjob).get(v.ANNOTATION_FOLLOWS)
+    try:
+        value = json.loads(raw) if raw is not None else None
+    except ValueError:
+        return None
+    if not isinstance(value, Mapping):
+        return None
+    number, drained = value.get("submission"), value.get("drained")
+    if isinstance(number, bool) or not isinstance(number, int) or drained not in ("drained", "ceased"):
+        return None
+    return number, str(drained)
+
+
+def describe(state: RestartState, chain: Chain) -> str:
+    """What a try found in the cluster and does next, in one line of the task's log."""
+    current = state.current
+    if current.submission == 1 and state.stage is Stage.OPEN and current.opened_at is None:
+        return f"no TrainJob of job id {chain.job_id} in namespace {chain.namespace} yet: opening submission 1"
+    ref = chain.ref(current.submission)
+    execution = f"execution {current.admission}"
+    if state.stage is Stage.SUCCEEDED:
+        step = f"{ref} completed ({execution}): the chain has succeeded"
+    elif state.stage is Stage.EXHAUSTED:
+        step = f"{ref} failed ({execution}) and no restart is left: the chain has failed"
+    elif state.stage is Stage.HOLD:
+        step = f"{ref} failed ({execution}): holding it; its pods go before submission {current.submission + 1}"
+    elif state.stage is Stage.OUTCOME:
+        step = f"{ref} runs {execution}: waiting for its outcome"
+    else:
+        step = f"{ref} has not finished and is held or queued: opening it as it is"
+    used = f"{state.restarts} restart{'' if state.restarts == 1 else 's'} used"
+    return f"the cluster shows submissions 1 to {current.submission} ({used}); {step}"
+
+
+# --- one chain per DAG run ------------------------------------------------------------------------------------
+
+#: hex digits of the run key's digest (16.7 million values: two runs of one task colliding on the same day is not
+#: a practical concern, and the date keeps the names readable)
+RUN_KEY_DIGITS: Final = 6
+#: what `per_run` adds to the name and the job id: `-YYYYMMDD-` and the digits
+RUN_KEY_LENGTH: Final = len("-YYYYMMDD-") + RUN_KEY_DIGITS
+
+
+def run_key(*, dag_id: str, task_id: str, run_id: str, date: datetime, map_index: int = -1) -> str:
+    """The key of one DAG run's chain: the run's date (UTC; its logical date, or when it was due to run if it has
+    none, as an Airflow 3 manual run may not) and a digest of the DAG, the task, its map index and the run id.
+    Every try of the run (a retry, a Clear) gets the same key; every other run, task or map index another."""
+    if date.tzinfo is None:
+        raise ValueError(f"the run's date must carry its time zone, not {date!r}")
+    digest = hashlib.sha256("\0".join((dag_id, task_id, str(map_index), run_id)).encode()).hexdigest()
+    return f"{date.astimezone(UTC):%Y%m%d}-{digest[:RUN_KEY_DIGITS]}"
+
+
+def per_run(manifest: Mapping[str, Any], key: str) -> dict[str, Any]:
+    """The chain's manifest for one DAG run: `metadata.name` and, when the manifest sets it, the job id label end
+    with `-<key>` (`run_key`), so the run's submissions are `<name>-<key>-<k>` of job id `<name>-<key>`."""
+    metadata = manifest.get("metadata")
+    if not isinstance(metadata, Mapping) or not isinstance(metadata.get("name"), str):
+        raise SpecRejectedError("the chain's TrainJob manifest needs metadata.name (its TrainJobs are <name>-<k>)")
+    body = copy.deepcopy(dict(manifest))
+    body["metadata"] = {**body["metadata"], "name": f"{metadata['name']}-{key}"}
+    labels = v.labels_of(manifest)
+    if v.LABEL_JOB_ID in labels:
+        body["metadata"]["labels"] = {**labels, v.LABEL_JOB_ID: f"{labels[v.LABEL_JOB_ID]}-{key}"}
+    return body
 
 
 def from_json(value: object) -> RestartState:
@@ -308,8 +549,9 @@ def from_json(value: object) -> RestartState:
         stage = Stage(str(value.get("stage")))
         started = _number(value.get("stage_started"), "stage_started")
         entries = value.get("history")
-        if not isinstance(entries, list) or not 1 <= len(entries) <= max_restarts + 1:
-            raise TransitionError(f"the restart state needs 1 to {max_restarts + 1} submissions in its history")
+        if not isinstance(entries, list) or not 1 <= len(entries) <= MAX_RESTARTS_LIMIT + 1:
+            # more than max_restarts + 1 when the chain was resumed from the cluster with a lower limit
+            raise TransitionError(f"the restart state needs 1 to {MAX_RESTARTS_LIMIT + 1} submissions in its history")
         history = tuple(_submission(entry, index + 1) for index, entry in enumerate(entries))
     except (ValueError, TypeError) as error:
         raise TransitionError(f"the restart state is malformed: {error}") from None
@@ -353,10 +595,14 @@ def _submission(value: object, expected: int) -> Submission:
 
 __all__ = [
     "COMPLETE",
+    "DELETED_REASON",
     "FAILED",
     "MAX_RESTARTS_LIMIT",
+    "RUN_KEY_DIGITS",
+    "RUN_KEY_LENGTH",
     "STATE_LIMIT",
     "TEXT_LIMIT",
+    "Chain",
     "Drained",
     "Event",
     "Finished",
@@ -367,8 +613,16 @@ __all__ = [
     "Submission",
     "TransitionError",
     "advance",
+    "chain_of",
+    "chain_submission",
+    "describe",
+    "follows_annotation",
+    "follows_of",
+    "from_cluster",
     "from_json",
     "give_up_message",
+    "per_run",
+    "run_key",
     "start",
     "submission_manifest",
     "trainjob_name",

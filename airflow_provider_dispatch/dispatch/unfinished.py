@@ -79,6 +79,8 @@ _PENDING_REMEDIES: Final = {
     "CreateContainerError": Remedy("Fix their command, mounts or security settings", runbook=reasons.OUTCOME_WAITS),
 }
 _STARTING: Final = ("starting", "not scheduled yet")
+#: the urgency of pods that are only starting: nobody has to act on them, so their changes are no progress
+STARTING_URGENCY: Final = 9
 
 
 @dataclass(frozen=True)
@@ -168,10 +170,15 @@ class Unfinished:
 
     @cached_property
     def fingerprint(self) -> str:
-        """Equal exactly when the same things block in the same way: what counts as progress for a trigger."""
+        """Equal exactly when the same things block in the same way: what counts as progress for a trigger.
+
+        Pods that are only starting (`STARTING_URGENCY`: nothing to do) are left out: their start is the commonest
+        change of a training just opened, changes no decision and asks nothing of anyone, and a task woken for it
+        right after its deferral meets Airflow's stale executor event (apache/airflow#72716). The trigger logs it."""
         entries = (
             {"pod": pod, "node": node, "node_state": state}
             for blocker in self.blockers
+            if blocker.urgency < STARTING_URGENCY
             for pod, node, state in blocker.entries
         )
         return fingerprint(entries)
@@ -275,7 +282,7 @@ def _pending_blockers(pods: Sequence[Mapping[str, Any]]) -> list[Blocker]:
                 how=remedy.how,
                 details=(f"{listed} Pending ({reason})", *_split_details(quoted, reason)),
                 entries=tuple((name, "", f"Pending: {reason}") for name in names),
-                urgency=9 if starting else 7,
+                urgency=STARTING_URGENCY if starting else 7,
             )
         )
     return blockers

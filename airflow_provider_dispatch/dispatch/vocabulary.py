@@ -51,6 +51,10 @@ ANNOTATION_ACCEPTED_RISKS: Final = "dispatch.phpboyscout.uk/accepted-risks"
 #: admitted, or the TrainJob opened: what lets the next admission tell that it stayed in force (fence.py). Not in
 #: the seed.
 ANNOTATION_POD_FENCE: Final = "dispatch.phpboyscout.uk/pod-fence"
+#: a restart chain's submission k+1 (restarts.py): which submission it follows and how that one's pods went
+#: (`{"submission": k, "drained": "drained" | "ceased"}`), written in the create, so that a new try of the chain
+#: reads its history back from the cluster. Not in the seed.
+ANNOTATION_FOLLOWS: Final = "dispatch.phpboyscout.uk/follows"
 
 # --- upstream names -----------------------------------------------------------------------------------------
 
@@ -77,6 +81,10 @@ LABEL_KUEUE_JOB_UID: Final = "kueue.x-k8s.io/job-uid"
 #: pod annotation that opts a pod into Kueue's failure recovery, which marks it Failed and force-deletes it
 #: without proof that its containers stopped (k8s-apis §4.7); dispatch refuses runtimes that set it
 ANNOTATION_SAFE_TO_FORCEFULLY_DELETE: Final = "kueue.x-k8s.io/safe-to-forcefully-delete"
+#: `spec.managedBy` of a TrainJob Trainer's own controller runs (the CRD's default; the only other value it admits,
+#: `kueue.x-k8s.io/multikueue`, hands the TrainJob to MultiKueue, which runs it on another cluster: Trainer v2.3.0
+#: `trainer.kubeflow.org_trainjobs.yaml`)
+TRAINER_MANAGED_BY: Final = "trainer.kubeflow.org/trainjob-controller"
 
 # --- condition types ----------------------------------------------------------------------------------------
 

@@ -31,9 +31,28 @@ rebuilds the chain from `next_kwargs`, or from the XCom where a runner does not 
 (Airflow 3.3's `dag.test()` passes only the event). The XCom survives deferrals (Airflow clears a task's XComs
 only when a try starts, not when it resumes).
 
+The cluster is the chain's memory. Every try of the task starts by reading the chain's TrainJobs
+(`dispatch.resume`) and goes on from what they show (`dispatch.restarts.from_cluster`): a retry, a Clear, a try
+Airflow failed while it ran (the stale-executor race, apache/airflow#72716) or a worker killed mid-chain resumes
+the chain where it stands, never from submission 1 again, and the restarts used are the submissions that exist.
+A try that Airflow starts at an earlier try's deferral (a task cleared while it ran resumes at its last deferral,
+with that deferral's kwargs and event) sees it by the try number the deferral carried (`restart_try`), and reads
+the cluster too. Before it opens submission k the chain reads again: when another try of the task (a zombie
+beside its retry) opened k already, it takes that TrainJob as it is. The create of `<name>-<k>` is the fence: of
+two tries only one creates it, and the other adopts it (the open's AlreadyExists of the same job id and
+submission), so two tries open at most one next submission. `per_run=True` gives each DAG run a chain of its own
+(`dispatch.restarts.run_key`): every try of a run finds its run's chain, and no run finds another's.
+
+The race is also met less: pods that only start (Pending, then Running) are no progress at all (the explanation's
+fingerprint leaves them out, `dispatch.unfinished`); other progress (a wait reason that changed without changing
+any decision, such as a node of the pods going not Ready) is held back by the triggers for `quiet_period` seconds
+after every deferral, and the chain never defers on a timer shorter than that; an outcome, drained or ceased is
+reported at once.
+
 The wait reason is shown at every stage as the sensors show theirs (`wait_reason.ShowsWaitReason`: log lines,
 the rendered field `wait_reason`, the XCom `wait_reason`): its first line says what to do or what is awaited, and
-the chain's line (`chain_line`: the submission, the restarts used and allowed) follows the remedy.
+the chain's line (`chain_line`: the submission, the restarts used and allowed) follows the remedy. The rendered
+field `trainjobs` lists the chain's TrainJobs that exist, as they are opened.
 
 XCom (the return value) when a submission completes::
 
@@ -41,16 +60,13 @@ XCom (the return value) when a submission completes::
      "execution": {"job_id": ..., "submission": "k", "admission": A}}
 
 When `max_restarts` restarts all failed, the task fails (AirflowFailException, not retried) with the last
-submission's outcome; the XCom `restarts` keeps the history. A retry of the task (a new try, after an error)
-does not resume the chain: it starts again at submission 1, whose TrainJob exists already, and the open's
-answer depends on that TrainJob's state (a held one that has finished is refused, `FinishedError`). Clear the
-task only after deleting the chain's TrainJobs, or start a new job id.
+submission's outcome; the XCom `restarts` keeps the history. A new try of an exhausted chain fails the same way.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import timedelta
 from typing import Any, NoReturn
 
@@ -58,9 +74,10 @@ from airflow.providers.common.compat.sdk import AirflowException, AirflowFailExc
 from airflow.sdk import Context
 from airflow.triggers.base import BaseTrigger
 
-from airflow_provider_dispatch.dispatch import programs, restarts
+from airflow_provider_dispatch.dispatch import programs, restarts, resume
+from airflow_provider_dispatch.dispatch.errors import FinishedError
 from airflow_provider_dispatch.dispatch.reasons import WaitReason
-from airflow_provider_dispatch.dispatch.restarts import RestartState, Stage
+from airflow_provider_dispatch.dispatch.restarts import Chain, RestartState, Stage
 from airflow_provider_dispatch.dispatch.validation import Ref
 from airflow_provider_dispatch.dispatch.vocabulary import LABEL_JOB_ID
 from airflow_provider_dispatch.hooks.checks import OutcomeCheck, drain_check, outcome_check
@@ -75,7 +92,12 @@ from airflow_provider_dispatch.wait_reason import ShowsWaitReason
 XCOM_KEY = "restarts"
 #: the `next_kwargs` key of the chain's state
 STATE_KWARG = "restart_state"
+#: the `next_kwargs` key of the try that deferred (a later try resumed at that deferral goes on from the cluster)
+TRY_KWARG = "restart_try"
 DEFAULT_TRAINING_TIMEOUT = timedelta(days=7)
+#: seconds after a deferral during which the triggers hold back progress (Airflow's stale-executor race,
+#: apache/airflow#72716: the scheduler drains the deferring run's report within a few seconds, slower under load)
+DEFAULT_QUIET_PERIOD = 30.0
 
 
 class TrainJobRestartOperator(ShowsWaitReason, TrainJobOpenOperator):
@@ -88,13 +110,18 @@ class TrainJobRestartOperator(ShowsWaitReason, TrainJobOpenOperator):
     :param training_timeout: the longest wait for one submission's outcome (seconds or timedelta; 7 days).
     :param wait_timeout: the longest wait for a failed submission's pods, and for an open's (seconds or
         timedelta; None: `[sensors] default_timeout`).
+    :param per_run: each DAG run a chain of its own: the TrainJobs are `<metadata.name>-<key>-<k>` and the job id
+        `<job id>-<key>`, where the key is the run's date and a digest of the DAG, task and run
+        (`dispatch.restarts.run_key`: the same for a retry or a Clear of the run, another for every other run).
+    :param quiet_period: seconds (or timedelta) after each deferral during which the triggers report no progress
+        and no timer of the chain ends (default 30; 0: none).
 
     Other parameters: `AdmittingOperator` (`poke_interval`, `observe_timeout`, `recheck_interval`,
     `settle_seconds`, `accepted_risks`) and `TrainJobOperator` (the connection).
     """
 
     #: the wait reason first: the Rendered Templates tab lists the fields in this order
-    template_fields: Sequence[str] = ("wait_reason", "manifest", "max_restarts")
+    template_fields: Sequence[str] = ("wait_reason", "trainjobs", "manifest", "max_restarts")
     overwrite_rtif_after_execution: bool = True
 
     def __init__(
@@ -103,6 +130,8 @@ class TrainJobRestartOperator(ShowsWaitReason, TrainJobOpenOperator):
         manifest: Mapping[str, Any] | str,
         max_restarts: int | str = 3,
         training_timeout: float | timedelta = DEFAULT_TRAINING_TIMEOUT,
+        per_run: bool = False,
+        quiet_period: float | timedelta = DEFAULT_QUIET_PERIOD,
         **kwargs: Any,
     ) -> None:
         for option, only in (("deferrable", True), ("on_pods_remaining", "wait")):
@@ -115,10 +144,18 @@ class TrainJobRestartOperator(ShowsWaitReason, TrainJobOpenOperator):
         )
         if isinstance(training_timeout, bool) or not seconds > 0:
             raise ValueError(f"training_timeout must be a positive duration, not {training_timeout!r}")
+        quiet = quiet_period.total_seconds() if isinstance(quiet_period, timedelta) else quiet_period
+        if isinstance(quiet, bool) or not isinstance(quiet, int | float) or not 0 <= quiet <= 3600:
+            raise ValueError(f"quiet_period must be from 0 to 3600 seconds, not {quiet_period!r}")
+        if not isinstance(per_run, bool):
+            raise ValueError(f"per_run must be True or False, not {per_run!r}")
         super().__init__(manifest=manifest, deferrable=True, on_pods_remaining="wait", **kwargs)
         self.max_restarts = max_restarts
         self.training_timeout = seconds
+        self.per_run = per_run
+        self.quiet_period = float(quiet)
         self.wait_reason = ""
+        self.trainjobs: list[str] = []
         self._state: RestartState | None = None
         self._context: Context | None = None
 
@@ -131,13 +168,34 @@ class TrainJobRestartOperator(ShowsWaitReason, TrainJobOpenOperator):
         return self._state
 
     def template(self) -> Mapping[str, Any]:
-        """The chain's manifest as rendered (TrainJobOpenOperator's parsing)."""
-        return super().parsed_manifest()
+        """The chain's manifest as rendered (TrainJobOpenOperator's parsing), for this DAG run with `per_run`."""
+        manifest = super().parsed_manifest()
+        if not self.per_run:
+            return manifest
+        with airflow_errors():
+            return restarts.per_run(manifest, self.run_key())
+
+    def run_key(self) -> str:
+        """This DAG run's key (`dispatch.restarts.run_key`), from the task's context."""
+        if self._context is None:
+            raise AirflowException("per_run needs the task's context (execute or a resume method sets it)")
+        ti, dag_run = self._context["ti"], self._context["dag_run"]
+        date = getattr(dag_run, "logical_date", None) or dag_run.run_after
+        index = -1 if ti.map_index is None else ti.map_index
+        return restarts.run_key(dag_id=ti.dag_id, task_id=ti.task_id, run_id=ti.run_id, date=date, map_index=index)
+
+    def chain(self) -> Chain:
+        with airflow_errors():
+            return restarts.chain_of(self.template())
 
     def parsed_manifest(self) -> Mapping[str, Any]:
-        """The current submission's TrainJob: what `TrainJobOpenOperator.target` and `.admit` open."""
+        """The current submission's TrainJob: what `TrainJobOpenOperator.target` and `.admit` open (after the
+        first, with the submission it follows and how that one's pods went)."""
+        state = self.state
+        previous = state.history[-2] if len(state.history) > 1 else None
+        follows = previous if previous is not None and previous.drained is not None else None
         with airflow_errors():
-            return restarts.submission_manifest(self.template(), self.state.submission)
+            return restarts.submission_manifest(self.template(), state.submission, follows=follows)
 
     def ref_of(self, submission: int) -> Ref:
         with airflow_errors():
@@ -159,16 +217,27 @@ class TrainJobRestartOperator(ShowsWaitReason, TrainJobOpenOperator):
         self.validated_max_restarts()
 
     def execute(self, context: Context) -> dict[str, Any]:
+        """A new try: the chain as the cluster shows it (nothing yet: submission 1), then on from there."""
         self._context = context
         limit = self.validated_max_restarts()
-        self._state = restarts.start(limit, time.time())
+        chain = self.chain()
+        self._state = self.from_cluster(chain, limit)
         self.log.info(
-            "Restart chain of TrainJob %s: up to %s restart%s after submission 1",
-            self.ref_of(1),
+            "Restart chain %s, %s, ... (job id %s), up to %s restart%s after submission 1: %s",
+            chain.ref(1),
+            restarts.trainjob_name(chain.base, 2),
+            chain.job_id,
             limit,
             "" if limit == 1 else "s",
+            restarts.describe(self.state, chain),
         )
         return self.run_chain(context)
+
+    def from_cluster(self, chain: Chain, limit: int) -> RestartState:
+        """The chain's state read off its TrainJobs (`dispatch.resume`), its stage starting now."""
+        adapter = self.hook.get_adapter(read_only=True)
+        with airflow_errors():
+            return adapter.run(resume.resume(chain, limit, time.time()))
 
     def run_chain(self, context: Context) -> dict[str, Any]:
         """Perform stages until the chain ends or a stage defers."""
@@ -176,8 +245,7 @@ class TrainJobRestartOperator(ShowsWaitReason, TrainJobOpenOperator):
             state = self.state
             self.publish(context)
             if state.stage is Stage.OPEN:
-                self.log.info("Submission %s: opening TrainJob %s", state.submission, self.ref_of(state.submission))
-                self.opened(self.attempt(context))
+                self.open_submission(context)
             elif state.stage is Stage.OUTCOME:
                 self.check_outcome(context)
             elif state.stage is Stage.HOLD:
@@ -195,6 +263,63 @@ class TrainJobRestartOperator(ShowsWaitReason, TrainJobOpenOperator):
             else:
                 raise AirflowFailException(restarts.give_up_message(state, str(self.ref_of(state.submission))))
 
+    def open_submission(self, context: Context) -> None:
+        """Open submission k, unless the cluster shows that another try of this task got further meanwhile."""
+        submission = self.state.submission
+        if self.adopted(submission):
+            return
+        self.log.info("Submission %s: opening TrainJob %s", submission, self.ref_of(submission))
+        self.opening(lambda: self.attempt(context))
+
+    def adopted(self, submission: int) -> bool:
+        """Read the chain before opening `submission`: when it exists already (opened by another try of this task:
+        a zombie beside its retry), go on from what the cluster shows instead (True). A TrainJob of it that is
+        held and unfinished is still opened (False): the open takes it as it is and releases it."""
+        chain = self.chain()
+        adapter = self.hook.get_adapter(read_only=True)
+        with airflow_errors():
+            found = adapter.run(resume.read_chain(chain))
+            if max((restarts.chain_submission(chain, t) for t in found), default=0) < submission:
+                return False
+            state = restarts.from_cluster(self.state.max_restarts, chain, found, time.time())
+        if state.stage is Stage.OPEN and state.submission == submission:
+            self.log.info(
+                "Submission %s: TrainJob %s exists already, held and not finished (another try of this task "
+                "created it): opening it as it is",
+                submission,
+                self.ref_of(submission),
+            )
+            return False
+        self.log.info(
+            "Submission %s: TrainJob %s exists already (another try of this task opened it); going on from the "
+            "cluster: %s",
+            submission,
+            self.ref_of(submission),
+            restarts.describe(state, chain),
+        )
+        self._state = state
+        return True
+
+    def opening(self, open_call: Callable[[], Mapping[str, Any]]) -> None:
+        """Run the open (first call or resumed after its deferral) and record what it opened. A submission that
+        finished meanwhile (another try of this task ran it and held it) is no refusal: the chain goes on from
+        what the cluster shows."""
+        try:
+            execution = open_call()
+        except AirflowFailException as error:
+            if not isinstance(error.__cause__, FinishedError):
+                raise
+            chain = self.chain()
+            self._state = self.from_cluster(chain, self.state.max_restarts)
+            self.log.info(
+                "Submission %s finished before this try could open it (another try of this task ran it); going on "
+                "from the cluster: %s",
+                self.state.submission,
+                restarts.describe(self.state, chain),
+            )
+            return
+        self.opened(execution)
+
     def move(self, event: restarts.Event) -> None:
         try:
             self._state = restarts.advance(self.state, event)
@@ -202,7 +327,10 @@ class TrainJobRestartOperator(ShowsWaitReason, TrainJobOpenOperator):
             raise AirflowException(f"the restart chain cannot go on: {error}") from error
 
     def opened(self, execution: Mapping[str, Any]) -> None:
-        self.move(restarts.Opened(int(execution["admission"]), time.time()))
+        """The open's execution; under Kueue 0 whatever it returned (Kueue admits: the outcome of whatever execution
+        it runs counts, `awaited`), also when the open found the submission admitted already."""
+        admission = 0 if self.opens_in_kueue() else int(execution["admission"])
+        self.move(restarts.Opened(admission, time.time()))
 
     def result(self) -> dict[str, Any]:
         state = self.state
@@ -220,10 +348,12 @@ class TrainJobRestartOperator(ShowsWaitReason, TrainJobOpenOperator):
         }
 
     def publish(self, context: Context) -> None:
-        """The XCom `restarts`: the state, each submission with its TrainJob (the history for the DAG)."""
+        """The XCom `restarts`: the state, each submission with its TrainJob (the history for the DAG); and the
+        rendered field `trainjobs`: the TrainJobs of the chain that exist (opened, or read off the cluster)."""
         value = self.state.as_json()
         for entry in value["history"]:
             entry["trainjob"] = str(self.ref_of(entry["submission"]))
+        self.trainjobs = [entry["trainjob"] for entry in value["history"] if entry["opened_at"] is not None]
         context["ti"].xcom_push(key=XCOM_KEY, value=value)
 
     # --- crossing deferrals --------------------------------------------------------------------------------
@@ -237,14 +367,33 @@ class TrainJobRestartOperator(ShowsWaitReason, TrainJobOpenOperator):
         timeout: timedelta | int | float | None = None,
     ) -> NoReturn:
         """Every deferral (the open's included) carries the chain's state to the resume method."""
+        carried = {**(kwargs or {}), STATE_KWARG: self.state.as_json()}
         if self._context is not None:
             self.publish(self._context)
-        carried = {**(kwargs or {}), STATE_KWARG: self.state.as_json()}
+            carried[TRY_KWARG] = self._context["ti"].try_number
         super().defer(trigger=trigger, method_name=method_name, kwargs=carried, timeout=timeout)
 
-    def resume(self, context: Context, restart_state: object) -> None:
-        """Rebuild the chain after a deferral: from `next_kwargs`, else from this try's XCom."""
+    def resume(self, context: Context, restart_state: object, restart_try: object = None) -> bool:
+        """Rebuild the chain after a deferral: from `next_kwargs`, else from this try's XCom (True).
+
+        False when this is a new try started at an earlier try's deferral: Airflow 3.3 clears a task that runs by
+        stopping it and starting the next try at the method its last deferral named, with that deferral's kwargs
+        and trigger event (`clear_task_instances` keeps `next_method` for a running task instance). What that
+        deferral carried may be long out of date, so the chain is read off the cluster instead, and the caller
+        goes on from there without the event."""
         self._context = context
+        current = context["ti"].try_number if restart_try is not None else None
+        if restart_try is not None and restart_try != current:
+            chain = self.chain()
+            self._state = self.from_cluster(chain, self.validated_max_restarts())
+            self.log.info(
+                "Try %s starts where try %s deferred (a task cleared while it ran resumes at its last deferral): "
+                "going on from the cluster, not from that deferral's event: %s",
+                current,
+                restart_try,
+                restarts.describe(self.state, chain),
+            )
+            return False
         source = "next_kwargs"
         if restart_state is None:
             restart_state, source = context["ti"].xcom_pull(task_ids=self.task_id, key=XCOM_KEY), "XCom"
@@ -255,16 +404,27 @@ class TrainJobRestartOperator(ShowsWaitReason, TrainJobOpenOperator):
             self._state = restarts.from_json(restart_state)
         except restarts.TransitionError as error:
             raise AirflowException(f"cannot resume the restart chain: {error}") from error
+        return True
 
     def resumed_event(
-        self, context: Context, event: Mapping[str, Any] | None, restart_state: object
-    ) -> tuple[Mapping[str, Any], object]:
-        """Rebuild the chain, then the trigger's event and its status; an `error` event raises (the one mapping)."""
-        self.resume(context, restart_state)
+        self, context: Context, event: Mapping[str, Any] | None, restart_state: object, restart_try: object
+    ) -> tuple[Mapping[str, Any], object] | None:
+        """Rebuild the chain, then the trigger's event and its status; an `error` event raises (the one mapping).
+        None: a new try that goes on from the cluster (`resume`), the event not its own."""
+        if not self.resume(context, restart_state, restart_try):
+            return None
         event = event or {}
         if event.get("status") == "error":
             raise exception_for_event(event)
         return event, event.get("status")
+
+    def quiet_until(self) -> float | None:
+        """The end of the quiet period after a deferral made now (None without one)."""
+        return time.time() + self.quiet_period if self.quiet_period > 0 else None
+
+    def settle_wait(self, seconds_left: float) -> float:
+        """A settling hold is looked at again no sooner than the quiet period (a timer is no decision)."""
+        return max(super().settle_wait(seconds_left), self.quiet_period)
 
     def deadline(self, context: Context) -> float:
         """The open's wait (a namesake's pods) and the drain are bounded from the start of their stage."""
@@ -286,19 +446,27 @@ class TrainJobRestartOperator(ShowsWaitReason, TrainJobOpenOperator):
         return f"Restart chain, submission {state.submission} of at most {state.max_restarts + 1}"
 
     def execute_complete(
-        self, context: Context, event: Mapping[str, Any] | None = None, restart_state: object = None
+        self,
+        context: Context,
+        event: Mapping[str, Any] | None = None,
+        restart_state: object = None,
+        restart_try: object = None,
     ) -> dict[str, Any]:
         """Resume the open from `PodsDrainedTrigger` (a namesake's pods), then go on with the chain."""
-        self.resume(context, restart_state)
-        self.opened(super().execute_complete(context, event))
+        if self.resume(context, restart_state, restart_try):
+            self.opening(lambda: super(TrainJobRestartOperator, self).execute_complete(context, event))
         return self.run_chain(context)
 
     def settled_complete(
-        self, context: Context, event: Mapping[str, Any] | None = None, restart_state: object = None
+        self,
+        context: Context,
+        event: Mapping[str, Any] | None = None,
+        restart_state: object = None,
+        restart_try: object = None,
     ) -> dict[str, Any]:
         """Resume the open after its hold settled, then go on with the chain."""
-        self.resume(context, restart_state)
-        self.opened(super().settled_complete(context, event))
+        if self.resume(context, restart_state, restart_try):
+            self.opening(lambda: super(TrainJobRestartOperator, self).settled_complete(context, event))
         return self.run_chain(context)
 
     # --- the outcome ---------------------------------------------------------------------------------------
@@ -329,6 +497,7 @@ class TrainJobRestartOperator(ShowsWaitReason, TrainJobOpenOperator):
             deadline=deadline,
             recheck_interval=self.recheck_interval,
             known_fingerprint=waiting_fingerprint(check),
+            quiet_until=self.quiet_until(),
             **self.hook.trigger_connection_kwargs(),
         )
         self.defer_until(trigger, "outcome_complete", deadline)
@@ -343,10 +512,17 @@ class TrainJobRestartOperator(ShowsWaitReason, TrainJobOpenOperator):
         return finished
 
     def outcome_complete(
-        self, context: Context, event: Mapping[str, Any] | None = None, restart_state: object = None
+        self,
+        context: Context,
+        event: Mapping[str, Any] | None = None,
+        restart_state: object = None,
+        restart_try: object = None,
     ) -> dict[str, Any]:
         """Resume from `TrainJobOutcomeTrigger`: the outcome moves the chain on; a timeout fails the task."""
-        event, status = self.resumed_event(context, event, restart_state)
+        resumed = self.resumed_event(context, event, restart_state, restart_try)
+        if resumed is None:
+            return self.run_chain(context)
+        event, status = resumed
         if status not in ("finished", "timeout", "progress"):
             raise AirflowException(f"TrainJobOutcomeTrigger sent an event this operator does not know: {status!r}")
         check = outcome_from_event(event)
@@ -388,10 +564,17 @@ class TrainJobRestartOperator(ShowsWaitReason, TrainJobOpenOperator):
         self.defer_until(trigger, "drain_complete", deadline)
 
     def drain_complete(
-        self, context: Context, event: Mapping[str, Any] | None = None, restart_state: object = None
+        self,
+        context: Context,
+        event: Mapping[str, Any] | None = None,
+        restart_state: object = None,
+        restart_try: object = None,
     ) -> dict[str, Any]:
         """Resume from `PodsDrainedTrigger`: drained or ceased moves on, progress re-defers, timeout fails."""
-        event, status = self.resumed_event(context, event, restart_state)
+        resumed = self.resumed_event(context, event, restart_state, restart_try)
+        if resumed is None:
+            return self.run_chain(context)
+        event, status = resumed
         if not isinstance(event.get("report"), Mapping):
             raise AirflowException(f"PodsDrainedTrigger sent an event this operator does not know: {status!r}")
         if not self.drain_shown(context, event):
@@ -405,4 +588,4 @@ class TrainJobRestartOperator(ShowsWaitReason, TrainJobOpenOperator):
         return self.run_chain(context)
 
 
-__all__ = ["STATE_KWARG", "XCOM_KEY", "TrainJobRestartOperator"]
+__all__ = ["STATE_KWARG", "TRY_KWARG", "XCOM_KEY", "TrainJobRestartOperator"]

@@ -350,9 +350,7 @@ class AdmittingOperator(TrainJobOperator):
                 if self.on_pods_remaining == "retry":
                     raise airflow_exception(error) from error
                 self._show_reason(reasons.settling(str(self.target()[0]), error.seconds_left, error.message))
-                # the time left is on the API server's clock (whole seconds): look again then, or after
-                # poke_interval if sooner (a lab's clock may run faster than this worker's)
-                wait = min(error.seconds_left + 1.0, self.poke_interval)
+                wait = self.settle_wait(error.seconds_left)
                 if self.deferrable:
                     self.defer(
                         trigger=TimeDeltaTrigger(timedelta(seconds=wait)),
@@ -459,6 +457,16 @@ class AdmittingOperator(TrainJobOperator):
         started = start.timestamp() if isinstance(start, datetime) else time.time()
         return started + self.wait_timeout
 
+    def settle_wait(self, seconds_left: float) -> float:
+        """How long to wait before looking at a settling hold again (`seconds_left` as the error says)."""
+        # the time left is on the API server's clock (whole seconds): look again then, or after poke_interval if
+        # sooner (a lab's clock may run faster than this worker's)
+        return min(seconds_left + 1.0, self.poke_interval)
+
+    def quiet_until(self) -> float | None:
+        """Epoch seconds until which the pods trigger holds back progress (`triggers.base`); None: it does not."""
+        return None
+
     def _show_reason(self, reason: WaitReason) -> None:
         """Log the wait reason in full when it changed, else its first line (`dispatch.reasons`)."""
         text = reason.text()
@@ -483,6 +491,7 @@ class AdmittingOperator(TrainJobOperator):
             stop_when_running=stop_when_running,
             known_fingerprint=known,
             deadline=deadline,
+            quiet_until=self.quiet_until(),
             recheck_interval=self.recheck_interval,
             **self.hook.trigger_connection_kwargs(),
         )

@@ -16,6 +16,12 @@ contract with the worker (the deferring operator or sensor):
   because an exception would reach the worker only as "Trigger failure";
 * the trigger is read-only (a read-only adapter: it cannot write even by mistake), so two copies running at
   once (triggerer HA, a network partition: anchors §4.2) cannot interfere, and both give the same answer;
+* `quiet_until` (epoch seconds, the deferral plus the deferring task's quiet period): until then a `progress`
+  event is held back, only logged, and sent when the period is over if the change still stands; events that end
+  the wait (an outcome, drained, ceased, running, timeout, error) are sent at once. Airflow 3.3's scheduler may
+  fail a task whose trigger fires within seconds of its deferral, when the executor's report of the deferring
+  run arrives after the resumed run started (apache/airflow#72716); progress changes no decision, so it never
+  wakes the task inside that window;
 * an `UnreachableError` (API server down, 5xx, 429, timeout) is retried with backoff and jitter for up to
   `unreachable_timeout` seconds in a row before it becomes the error event: a blip of the API server must not
   fail every waiting task at once;
@@ -60,6 +66,7 @@ class DispatchTrigger(BaseTrigger):
     :param namespace: the TrainJob's namespace.
     :param name: the TrainJob's name.
     :param deadline: epoch seconds after which the trigger yields `{"status": "timeout", ...}`; None: no limit.
+    :param quiet_until: epoch seconds before which a `progress` event is held back (None: none is).
     :param recheck_interval: seconds between safety-net consistent re-checks (jittered by 10%).
     :param unreachable_timeout: seconds of consecutive unreachable API before the error event.
     :param kubernetes_conn_id, connection_extras, cluster_context, config_file, in_cluster: the connection, as
@@ -75,6 +82,7 @@ class DispatchTrigger(BaseTrigger):
         name: str,
         *,
         deadline: float | None = None,
+        quiet_until: float | None = None,
         recheck_interval: float = DEFAULT_RECHECK_INTERVAL,
         unreachable_timeout: float = DEFAULT_UNREACHABLE_TIMEOUT,
         kubernetes_conn_id: str | None = DEFAULT_CONN_ID,
@@ -89,6 +97,7 @@ class DispatchTrigger(BaseTrigger):
         self.namespace = namespace
         self.name = name
         self.deadline = deadline
+        self.quiet_until = quiet_until
         self.recheck_interval = float(recheck_interval)
         self.unreachable_timeout = float(unreachable_timeout)
         self.kubernetes_conn_id = kubernetes_conn_id
@@ -122,6 +131,7 @@ class DispatchTrigger(BaseTrigger):
             "name": self.name,
             **self.own_kwargs(),
             "deadline": self.deadline,
+            "quiet_until": self.quiet_until,
             "recheck_interval": self.recheck_interval,
             "unreachable_timeout": self.unreachable_timeout,
             **self.connection_kwargs(),
@@ -178,6 +188,10 @@ class DispatchTrigger(BaseTrigger):
     def remaining_time(self) -> float:
         """Seconds until `deadline` (infinite without one)."""
         return float("inf") if self.deadline is None else self.deadline - time.time()
+
+    def quiet_left(self) -> float:
+        """Seconds until a `progress` event may be sent (0 once the quiet period after the deferral is over)."""
+        return 0.0 if self.quiet_until is None else max(0.0, self.quiet_until - time.time())
 
     def next_wait(self) -> float:
         """How long to wait for a change before the next safety-net re-check (never past the deadline)."""

@@ -20,7 +20,9 @@ first pods and counts them all, `DrainReport.as_dict`):
 * `ceased`: pods remain but every one is proven gone (only with `accept_ceased`);
 * `progress`: the remaining set or a node state differs from the one the worker last showed (`known_fingerprint`,
   the report's `fingerprint`): the worker refreshes its wait reason and defers again. The kwargs carry only that
-  fingerprint (64 characters), never the pods, so they stay the same size across any number of re-deferrals;
+  fingerprint (64 characters), never the pods, so they stay the same size across any number of re-deferrals.
+  Not before `quiet_until` (`triggers.base`): a change inside the quiet period is logged, and sent when the
+  period ends if it still stands;
 * `running`: the TrainJob is no longer held (only with `stop_when_running`: a release that waits learns that
   someone else admitted it, and returns that execution);
 * `timeout` (`deadline` passed) and `error` (see `triggers.base`).
@@ -127,9 +129,13 @@ class PodsDrainedTrigger(DispatchTrigger):
             status = "drained"
         elif self.accept_ceased and report.ceased:
             status = "ceased"
-        elif self.report_progress and known is not None and report.fingerprint != known:
+        elif self.changed(check, known) and self.quiet_left() <= 0:
             status = "progress"
         return None if status is None else {"status": status, **check.as_dict()}
+
+    def changed(self, check: DrainCheck, known: str | None) -> bool:
+        """The remaining set differs from the one last shown (progress, when it is reported)."""
+        return self.report_progress and known is not None and check.report.fingerprint != known
 
     def trainjob_matters(self, kind: str, trainjob: Mapping[str, Any]) -> bool:
         metadata = trainjob.get("metadata")
@@ -138,6 +144,7 @@ class PodsDrainedTrigger(DispatchTrigger):
     async def wait(self, shared: SharedConnection) -> dict[str, Any]:
         changes = Changes()
         known = self.known_fingerprint
+        held_back: str | None = None  # the change last logged as held back by the quiet period
         async with contextlib.AsyncExitStack() as watches:
             await watches.enter_async_context(
                 shared.watching(POD, self.namespace, self.pod_matters, changes, f"pods in {self.namespace}")
@@ -162,6 +169,18 @@ class PodsDrainedTrigger(DispatchTrigger):
                 wait = self.next_wait()
                 if wait <= 0:
                     return {"status": "timeout", **check.as_dict()}
+                if self.changed(check, known):  # held back by the quiet period after the deferral
+                    quiet = self.quiet_left()
+                    if check.report.fingerprint != held_back:
+                        held_back = check.report.fingerprint
+                        self.log.info(
+                            "dispatch: TrainJob %s: the remaining pods changed (%s); the task hears of it in %.0fs, "
+                            "when the quiet period after its deferral is over",
+                            self.ref,
+                            check.report.headline,
+                            quiet,
+                        )
+                    wait = min(wait, quiet)
                 self.log.info(
                     "%s (dispatch: TrainJob %s; the trigger waits for a pod or node change, full re-check in %.0fs)",
                     check.report.headline,

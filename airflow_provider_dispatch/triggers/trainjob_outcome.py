@@ -15,7 +15,8 @@ Events (payload `status`, plus `OutcomeCheck.as_dict()`: `ref`, `outcome`, `reas
 * `progress`: what keeps the TrainJob from finishing changed from what the worker last showed
   (`known_fingerprint`, the explanation's `fingerprint`): the worker shows the new wait reason and defers again,
   so the reason in the UI follows the cluster while the sensor is deferred. The kwargs carry only the
-  fingerprint (64 characters);
+  fingerprint (64 characters). Not before `quiet_until` (`triggers.base`): a change inside the quiet period is
+  logged, and sent when the period ends if it still stands;
 * `timeout`, `error` (see `triggers.base`).
 """
 
@@ -107,6 +108,7 @@ class TrainJobOutcomeTrigger(DispatchTrigger):
     async def wait(self, shared: SharedConnection) -> dict[str, Any]:
         changes = Changes()
         known = self.known_fingerprint
+        held_back: str | None = None  # the change last logged as held back by the quiet period
         async with contextlib.AsyncExitStack() as watches:
             for coords, namespace, matters, label in (
                 (TRAINJOB, self.namespace, self.trainjob_matters, f"trainjobs in {self.namespace}"),
@@ -124,13 +126,26 @@ class TrainJobOutcomeTrigger(DispatchTrigger):
                 if decision == "superseded" and self.admission is not None:
                     raise superseded_error(check, self.admission)
                 current = waiting_fingerprint(check)
-                if self.report_progress and known is not None and current is not None and current != known:
+                changed = self.report_progress and known is not None and current is not None and current != known
+                quiet = self.quiet_left()
+                if changed and quiet <= 0:
                     return {"status": "progress", **check.as_dict()}
                 known = current if known is None else known
                 wait = self.next_wait()
                 if wait <= 0:
                     return {"status": "timeout", **check.as_dict()}
                 headline = (check.waiting or {}).get("headline") or "Waiting for the TrainJob to finish"
+                if changed and current != held_back:
+                    held_back = current
+                    self.log.info(
+                        "dispatch: TrainJob %s: what keeps it from finishing changed (%s); the task hears of it in "
+                        "%.0fs, when the quiet period after its deferral is over",
+                        self.ref,
+                        headline,
+                        quiet,
+                    )
+                if changed:
+                    wait = min(wait, quiet)
                 self.log.info(
                     "%s (dispatch: TrainJob %s runs execution %s; the trigger waits for a change, full re-check in "
                     "%.0fs)",

@@ -81,7 +81,7 @@ VALID: dict[type[BaseOperator], dict[str, Any]] = {
     restart_operator.TrainJobRestartOperator: {"manifest": CHAIN_MANIFEST, "max_restarts": "2"},
 }
 #: rendered fields that are outputs, not inputs
-OUTPUTS = frozenset({"wait_reason"})
+OUTPUTS = frozenset({"wait_reason", "trainjobs"})
 
 
 def shipped_classes() -> set[type[BaseOperator]]:

@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import json
 import socket
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -105,6 +106,7 @@ def kubelet_confirms(cluster: Cluster, pod: str) -> None:
             stop_when_running=True,
             known_fingerprint=fingerprint([{"pod": "p-0", "node": "n1", "node_state": "Ready=Unknown"}]),
             deadline=1_900_000_000.5,
+            quiet_until=1_899_999_000.25,
             connection_extras={"kube_config_path": "/k", "cluster_context": "c"},
             kubernetes_conn_id="other",
         ),
@@ -161,6 +163,77 @@ async def test_a_changed_remaining_set_yields_progress(airflow_lab: AirflowLab, 
     payload = await asyncio.wait_for(running, 30)
     assert payload["status"] == "progress"
     assert remaining_summary(payload["report"]) == [{"pod": pods[1], "node": node, "node_state": "Ready=True"}]
+
+
+#: the quiet period of the tests below, wall seconds: long enough to see a check inside it, short for the suite
+QUIET = 3.0
+
+
+async def test_progress_inside_the_quiet_period_waits_for_its_end(airflow_lab: AirflowLab, cluster: Cluster) -> None:
+    """A change that is only progress, right after the deferral, is logged and held back: the task hears of it
+    when the quiet period is over (Airflow's stale executor race, apache/airflow#72716), from a check made then."""
+    node, pods = held_with_terminating_pods(cluster, count=2)
+    known = fingerprint({"pod": pod, "node": node, "node_state": "Ready=True"} for pod in pods)
+    mark = airflow_lab.probe.mark()
+    quiet_until = time.time() + QUIET
+    trigger = PodsDrainedTrigger(
+        cluster.namespace,
+        "ft-7",
+        known_fingerprint=known,
+        quiet_until=quiet_until,
+        recheck_interval=HOUR,
+        **connection(airflow_lab),
+    )
+    running = asyncio.create_task(first_event(trigger))
+    await wait_for(airflow_lab, checks_answered("ft-7", 1, (node,)), mark)
+    await asyncio.to_thread(kubelet_confirms, cluster, pods[0])
+    await wait_for(airflow_lab, checks_answered("ft-7", 2, (node,)), mark)  # the check that saw the change
+    changed_seen = time.time()
+    payload = await asyncio.wait_for(running, 30)
+    arrived = time.time()
+    assert payload["status"] == "progress"
+    assert remaining_summary(payload["report"]) == [{"pod": pods[1], "node": node, "node_state": "Ready=True"}]
+    assert changed_seen < quiet_until <= arrived  # seen inside the period, sent after it
+    assert trigger_gets(airflow_lab.probe.since(mark), "/trainjobs/ft-7") == 3  # and checked again at its end
+
+
+async def test_a_decision_inside_the_quiet_period_is_sent_at_once(airflow_lab: AirflowLab, cluster: Cluster) -> None:
+    """The quiet period holds back progress only: the drain it waits for ends the wait as soon as it is seen."""
+    node, (pod,) = held_with_terminating_pods(cluster)
+    mark = airflow_lab.probe.mark()
+    quiet_until = time.time() + HOUR
+    trigger = PodsDrainedTrigger(
+        cluster.namespace, "ft-7", quiet_until=quiet_until, recheck_interval=HOUR, **connection(airflow_lab)
+    )
+    running = asyncio.create_task(first_event(trigger))
+    await wait_for(airflow_lab, checks_answered("ft-7", 1, (node,)), mark)
+    await asyncio.to_thread(kubelet_confirms, cluster, pod)
+    payload = await asyncio.wait_for(running, 30)
+    assert payload["status"] == "drained"
+    assert time.time() < quiet_until
+
+
+async def test_the_outcome_trigger_holds_back_progress_too(airflow_lab: AirflowLab, cluster: Cluster) -> None:
+    """The node of the running execution's pod goes not Ready right after the deferral: the outcome trigger holds
+    the new explanation back until its quiet period is over, then reports it."""
+    runtime = cluster.runtime()
+    node = cluster.node("n1")
+    execution = cluster.running_execution("ft-7", runtime=runtime, admission=2)
+    cluster.pod("ft-7", node=node, execution=execution)
+    mark = airflow_lab.probe.mark()
+    quiet_until = time.time() + QUIET
+    trigger = TrainJobOutcomeTrigger(
+        cluster.namespace, "ft-7", quiet_until=quiet_until, recheck_interval=HOUR, **connection(airflow_lab)
+    )
+    running = asyncio.create_task(first_event(trigger))
+    await wait_for(airflow_lab, checks_answered("ft-7", 1, (node,)), mark)
+    await asyncio.to_thread(cluster.lose_node, node)
+    await wait_for(airflow_lab, checks_answered("ft-7", 2, (node,)), mark)
+    changed_seen = time.time()
+    payload = await asyncio.wait_for(running, 30)
+    assert (payload["status"], payload["outcome"]) == ("progress", None)
+    assert "Ready=Unknown" in payload["waiting"]["headline"]
+    assert changed_seen < quiet_until <= time.time()
 
 
 async def test_a_node_state_change_yields_progress(airflow_lab: AirflowLab, cluster: Cluster) -> None:

@@ -31,6 +31,7 @@ import sys
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +42,8 @@ from airflow_lab import WAIT_BOUND, Actor, DagRunResult, Probe, find_wait_reason
 
 from airflow_provider_dispatch.dispatch.errors import ConflictError, SuspensionNotObservedError
 from airflow_provider_dispatch.dispatch.payloads import GLANCE
+from airflow_provider_dispatch.dispatch.programs import prepare_manifest
+from airflow_provider_dispatch.dispatch.restarts import run_key, submission_manifest
 from airflow_provider_dispatch.dispatch.sync_adapter import DispatchAdapter
 from airflow_provider_dispatch.dispatch.vocabulary import CLUSTER_TRAINING_RUNTIME, LABEL_JOBSET_NAME, TRAINJOB
 from airflow_provider_dispatch.lab.clock import parse_timestamp
@@ -381,9 +384,16 @@ def test_chained_restarts_give_up_after_the_last_attempt_allowed(
 
 
 def open_running(cluster_lab: ClusterLab, namespace: str, name: str, runtime: str) -> None:
-    """Open a TrainJob as the admin (dispatch's adapter), and return once both its pods run admission 1."""
+    """Open the lab's sample TrainJob `name` on `runtime` as the admin, and return once both its pods run
+    admission 1."""
     body = manifests.trainjob(name, runtime=runtime, num_nodes=2)
     body["metadata"]["namespace"] = namespace
+    open_until_running(cluster_lab, body)
+
+
+def open_until_running(cluster_lab: ClusterLab, body: Obj) -> None:
+    """Open TrainJob `body` as the admin (dispatch's adapter), and return once both its pods run admission 1."""
+    namespace, name = str(body["metadata"]["namespace"]), str(body["metadata"]["name"])
     with DispatchAdapter.from_kubeconfig(cluster_lab.kubeconfigs["admin"]) as adapter:
         for _ in range(10):  # a retried open continues with the object it created (DESIGN: open)
             try:
@@ -528,10 +538,11 @@ def test_the_restart_operator_restarts_failed_submissions_until_one_completes(
     assert [h["drained"] for h in history] == ["drained", "drained", None]
     assert result.xcom("report") == {"submissions": 3, "outcomes": ["Failed", "Failed", "Complete"]}
     # the wait reason at each stage, as the task logged it
-    # (what is awaited first, then the chain's submission, then the TrainJob and its execution)
+    # (what is awaited first, then the chain's submission, then the TrainJob and its execution; the details follow
+    # while pods start, and nothing does when they ran already at the task's check: "nothing blocks it")
     assert (
         f"\nRestart chain, submission 1 of at most 4.\nTrainJob {namespace}/job-1 runs execution 1; waiting for "
-        "execution 1 to finish (Complete or Failed).\n"
+        "execution 1 to finish (Complete or Failed)."
     ) in out
     failed = rf"TrainJob {namespace}/job-1 execution 1 finished: Failed.*\nRestart chain, submission 1 of at most 4\."
     assert re.search(failed, out)
@@ -760,16 +771,19 @@ def test_the_restart_operator_shows_progress_in_the_outcome_wait_and_defers_agai
     first = f"Confirm {node} is powered off, then taint it out-of-service (Ready=False)\n"
     about = (
         f"\nRestart chain, submission 1 of at most 2.\nTrainJob {namespace}/job-1 runs execution 1; waiting for "
-        "execution 1 to finish (Complete or Failed).\n"
+        "execution 1 to finish (Complete or Failed)."
     )
     for reason in (seen["deferred"]["rendered"], seen["deferred"]["xcom"]):
         lines = reason.splitlines()
         assert lines[0] + "\n" == first, lines[0]
         assert len(lines[0]) <= GLANCE
         assert lines[1] == f"kubectl taint node {node} node.kubernetes.io/out-of-service=nodeshutdown:NoExecute"
-        assert about in reason
+        assert about + "\n" in reason  # the details (naming the pod) follow
         assert pod in reason
-    # in the log: a reason before the node changed, the new one, then the outcome
+    # in the log: the reason the task showed when it first deferred (the story changes the node only once the
+    # trigger has read it), the new one, then the outcome. That first reason is the pods starting (details follow
+    # its about lines) or, when they ran already at the task's check, "nothing blocks it", which has no details:
+    # its about lines end the log message, so the search stops at their end.
     before = out.index(about)
     changed = out.index(first)
     assert "info" in out[out.rfind("\n", 0, changed) : changed].lower()  # the first line of a logged reason
@@ -781,3 +795,145 @@ def test_the_restart_operator_shows_progress_in_the_outcome_wait_and_defers_agai
     assert [cluster_lab.scenario.overlaps(namespace, n) for n in ("job-1", "job-2")] == [[], []]
     one_after_another(cluster_lab, namespace, ["job-1", "job-2"])
     assert [cluster_lab.admissions(namespace, n) for n in ("job-1", "job-2")] == [["1"], ["1"]]
+
+
+# --- the restart operator: a new try resumes from the cluster ---------------------------------------------------
+
+
+def worker_writes(probe: Probe, mark: int) -> list[tuple[str, str, int | str]]:
+    """The provider's writes since `mark` (method, path, answer)."""
+    return [(s.method, s.path, s.status) for s in probe.since(mark) if s.writes and s.phase == "done"]
+
+
+def test_a_chain_that_used_up_its_restarts_fails_again_in_its_own_words_or_goes_on_with_more(
+    cluster_lab: ClusterLab, example_dags: dict[str, Any], namespace: str, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """A new try of an exhausted chain (a Clear: here a new run of the same job id) fails at once with the chain's
+    message, writing nothing; with a higher `max_restarts` it goes on from the cluster: the last failed submission
+    is held and drained, and submission 3 is opened. Submission 1 is never opened again."""
+    runtime = make_runtime(
+        cluster_lab, annotations={RUN_SECONDS: "10", EXIT_CODE_BY_SUBMISSION: "1=3,2=4"}, finite=True
+    )
+    conf = {"namespace": namespace, "name": "job", "runtime": runtime}
+    assert run(example_dags, "restart_operator", **conf, max_restarts=1).state == "failed"
+    capfd.readouterr()
+
+    mark = cluster_lab.probe.mark()
+    again = run(example_dags, "restart_operator", **conf, max_restarts=1)
+    out = capfd.readouterr().out
+    assert (again.state, again.task_state("train"), again.try_number("train")) == ("failed", "failed", 1)
+    assert (
+        f"the cluster shows submissions 1 to 2 (1 restart used); {namespace}/job-2 failed (execution 1) and no "
+        "restart is left: the chain has failed" in out
+    )
+    assert f"gave up after 1 restart (max_restarts=1): submission 2, TrainJob {namespace}/job-2 execution 1" in out
+    assert "unsuspending it would admit nothing" not in out  # never the release's FinishedError
+    assert worker_writes(cluster_lab.probe, mark) == []
+    assert [h["outcome"] for h in again.xcom("train", "restarts")["history"]] == ["Failed", "Failed"]
+
+    more = run(example_dags, "restart_operator", **conf, max_restarts=2)
+    out = capfd.readouterr().out
+    assert more.state == "success", out[-4000:]
+    assert "the cluster shows submissions 1 to 2 (1 restart used); " in out
+    assert f"Submission 2 failed: held TrainJob {namespace}/job-2" in out
+    assert more.xcom("train")["trainjob"] == f"{namespace}/job-3"
+    history = more.xcom("train", "restarts")["history"]
+    assert [(h["submission"], h["outcome"], h["admission"]) for h in history] == [
+        (1, "Failed", 1),
+        (2, "Failed", 1),
+        (3, "Complete", 1),
+    ]
+    # how submission 1's pods went, read back from submission 2's create; submission 2's, seen by this try
+    assert [h["drained"] for h in history] == ["drained", "drained", None]
+    assert trainjobs_in(cluster_lab, namespace) == ["job-1", "job-2", "job-3"]
+    assert [cluster_lab.admissions(namespace, n) for n in ("job-1", "job-2", "job-3")] == [["1"], ["1"], ["1"]]
+    one_after_another(cluster_lab, namespace, ["job-1", "job-2", "job-3"])
+
+
+def test_a_new_try_waits_for_the_running_submission_and_opens_nothing(
+    cluster_lab: ClusterLab, example_dags: dict[str, Any], namespace: str, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """An earlier try opened submission 1 and died while it ran: the new try finds it running, waits for its
+    outcome (deferred, read-only) and succeeds with it; it creates, holds and releases nothing."""
+    runtime = make_runtime(cluster_lab, finite=True)  # the processes run until the test says they exit
+    open_until_running(cluster_lab, submission_manifest(chain_manifest(namespace, runtime), 1))
+    probe = cluster_lab.probe
+    mark = probe.mark()
+
+    def training_ends_once_the_task_waits() -> None:
+        (_, node), _ = pods_of(cluster_lab, namespace, "job-1")
+        probe.wait_for(lambda requests: node_reads(requests, node, by_trigger=True) >= 1, mark)
+        exit_now(cluster_lab, namespace, [p for p, _ in pods_of(cluster_lab, namespace, "job-1")], 0)
+
+    actor = Actor(training_ends_once_the_task_waits).start()
+    result = run(example_dags, "restart_operator", namespace=namespace, name="job", runtime=runtime, max_restarts=2)
+    actor.join()
+    out = capfd.readouterr().out
+    assert result.state == "success", out[-4000:]
+    assert (
+        f"the cluster shows submissions 1 to 1 (0 restarts used); {namespace}/job-1 runs execution 1: waiting for "
+        "its outcome" in out
+    )
+    assert result.xcom("train") == {
+        "outcome": "Complete",
+        "trainjob": f"{namespace}/job-1",
+        "submission": 1,
+        "restarts": 0,
+        "execution": {"job_id": "job", "submission": "1", "admission": 1},
+    }
+    assert worker_writes(probe, mark) == []
+    assert (trainjobs_in(cluster_lab, namespace), cluster_lab.admissions(namespace, "job-1")) == (["job-1"], ["1"])
+
+
+def test_a_submission_created_but_never_released_is_opened_as_it_is(
+    cluster_lab: ClusterLab, example_dags: dict[str, Any], namespace: str, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """The open of an earlier try created submission 1 held and died before it released it: the new try opens it
+    as it is (its create answers AlreadyExists, the same job id and submission: adopted) and releases it once."""
+    runtime = make_runtime(cluster_lab, annotations={RUN_SECONDS: "10"}, finite=True)
+    _, body = prepare_manifest(submission_manifest(chain_manifest(namespace, runtime), 1))
+    custom = kubernetes.client.CustomObjectsApi(cluster_lab.api)
+    custom.create_namespaced_custom_object(TRAINJOB.group, TRAINJOB.version, namespace, TRAINJOB.plural, body)
+    mark = cluster_lab.probe.mark()
+    result = run(example_dags, "restart_operator", namespace=namespace, name="job", runtime=runtime, max_restarts=2)
+    out = capfd.readouterr().out
+    assert result.state == "success", out[-4000:]
+    assert f"{namespace}/job-1 has not finished and is held or queued: opening it as it is" in out
+    assert result.xcom("train")["trainjob"] == f"{namespace}/job-1"
+    creates = [(method, status) for method, path, status in worker_writes(cluster_lab.probe, mark) if method == "POST"]
+    assert creates == [("POST", 409)]  # the fence: the existing TrainJob answered, and was taken
+    assert (trainjobs_in(cluster_lab, namespace), cluster_lab.admissions(namespace, "job-1")) == (["job-1"], ["1"])
+
+
+# --- the restart operator: one chain per DAG run ------------------------------------------------------------------
+
+
+def test_each_run_of_the_nightly_dag_has_a_chain_of_its_own(
+    cluster_lab: ClusterLab, example_dags: dict[str, Any], namespace: str, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """`nightly_restarts` (per_run): a run with a logical date (as the scheduler makes it) and a manual run with
+    none (where `{{ ds_nodash }}` fails) each open TrainJobs of their own key; the rendered field `trainjobs` names
+    exactly the TrainJobs that exist."""
+    runtime = make_runtime(cluster_lab, annotations={RUN_SECONDS: "10", EXIT_CODE_BY_SUBMISSION: "1=3"}, finite=True)
+    conf = {"namespace": namespace, "name": "nightly", "runtime": runtime, "max_restarts": 2}
+    dag = example_dags["nightly_restarts"]
+    night = datetime(2026, 12, 5, 2, 0, tzinfo=UTC)
+    keys = []
+    for logical_date in (night, None):
+        dag_run = dag.test(logical_date=logical_date, run_conf=conf)
+        result = DagRunResult("nightly_restarts", dag_run.run_id, str(dag_run.state))
+        out = capfd.readouterr().out
+        assert result.state == "success", out[-4000:]
+        date = logical_date or dag_run.run_after
+        key = run_key(dag_id="nightly_restarts", task_id="train", run_id=dag_run.run_id, date=date)
+        assert key.startswith(f"{date:%Y%m%d}-")
+        names = [f"nightly-{key}-1", f"nightly-{key}-2"]
+        assert result.xcom("train")["execution"]["job_id"] == f"nightly-{key}"
+        assert result.rendered("train")["trainjobs"] == [f"{namespace}/{name}" for name in names]
+        assert [h["trainjob"] for h in result.xcom("train", "restarts")["history"]] == [
+            f"{namespace}/{name}" for name in names
+        ]
+        keys.append(key)
+    assert keys[0].startswith("20261205-")
+    assert len(set(keys)) == 2
+    assert trainjobs_in(cluster_lab, namespace) == sorted(f"nightly-{key}-{k}" for key in keys for k in (1, 2))

@@ -27,9 +27,9 @@ from typing import Any
 
 import kubernetes
 import pytest
-from airflow_stack import AirflowStack
 from browser_support import Artifacts, DrillLab
 from chromium import remove_profile, require_browser, start_chromium
+from deployment.airflow_stack import AirflowStack
 
 from airflow_provider_dispatch.lab.runtime import Lab
 from airflow_provider_dispatch.lab.scenario.presets import ClusterShape, cluster_controllers, provision

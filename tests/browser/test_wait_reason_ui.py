@@ -31,16 +31,36 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from airflow_stack import AirflowStack
 from browser_support import Artifacts, DrillLab
-from processes import wait_until
-from test_restart_operator_triggerer import UPSTREAM_RACE, stale_defer_exit_event
+from deployment.airflow_stack import AirflowStack
+from deployment.processes import wait_until
 from ui_pages import open_and_wait_for, screenshot, task_instance_url, wait_until_on_screen
 
 from airflow_provider_dispatch.dispatch.explain import taint_command
 from airflow_provider_dispatch.dispatch.payloads import GLANCE
 
 pytestmark = [pytest.mark.browser, pytest.mark.airflow, pytest.mark.slow, pytest.mark.timeout(1200)]
+
+#: Airflow 3.3's scheduler fails a deferred task whose trigger fired so soon that the resumed attempt is already
+#: running when the executor's stale "success" of the deferring attempt arrives (apache/airflow#72716, open; fix
+#: proposed in apache/airflow#72767). The chain's retries resume it from the cluster, but this test reads the UI of
+#: one try at a time: a run failed on it is Airflow's doing, and the test says so instead of failing.
+UPSTREAM_RACE = (
+    "Airflow's stale defer-exit race (apache/airflow#72716) failed the task: the scheduler log says the executor "
+    "reported the deferring attempt's success while the resumed attempt ran"
+)
+#: the scheduler's words for it: the resumed attempt is queued or already running when the stale event arrives
+STALE_EVENTS = (
+    "finished with state success, but the task instance's state attribute is running",
+    "finished with state success, but the task instance's state attribute is queued",
+)
+
+
+def stale_defer_exit_event(airflow_stack: AirflowStack, dag_id: str) -> bool:
+    """The scheduler failed the train task on a stale executor event (the upstream race), nothing else."""
+    log = (airflow_stack.log_dir / "scheduler.log").read_text(errors="replace")
+    return any(any(event in line for event in STALE_EVENTS) and f"{dag_id}.train" in line for line in log.splitlines())
+
 
 DAG_ID = "lost_node_drill"
 DAG_FILE = "lost_node_drill.py"

@@ -163,6 +163,21 @@ def test_the_fingerprint_changes_exactly_when_the_explanation_does() -> None:
     assert explain_unfinished(running(), pods[1:], lost, now=NOW).fingerprint != first.fingerprint
 
 
+def test_pods_that_only_start_are_no_progress() -> None:
+    """Pending while the scheduler and the kubelet are at work, then Running: nobody has to act, nothing changes
+    for a trigger (a task woken for it right after its deferral meets Airflow's stale executor event). A pod that
+    cannot start (an image that cannot be pulled) is a change."""
+    starting = pod("a", node="n1", phase="Pending")
+    nodes = {"n1": node("n1")}
+    started = explain_unfinished(running(), [starting], nodes, now=NOW)
+    assert started.first_line == "Waiting for 1 pod to start (starting)"
+    assert started.how == ("Nothing to do yet: the scheduler and the kubelet are at work.",)
+    assert explain_unfinished(running(), [pod("a", node="n1")], nodes, now=NOW).fingerprint == started.fingerprint
+    stuck = pod("a", node="n1", phase="Pending")
+    stuck["status"]["containerStatuses"] = [{"name": "c", "state": {"waiting": {"reason": "ImagePullBackOff"}}}]
+    assert explain_unfinished(running(), [stuck], nodes, now=NOW).fingerprint != started.fingerprint
+
+
 def test_at_50000_pods_the_explanation_stays_within_its_limit_and_keeps_its_first_line() -> None:
     objects, lookups = across_nodes(50_000, 3_000, terminating=True)
     why = explain_unfinished(running(), objects, lookups, now=NOW)

@@ -121,3 +121,18 @@ def test_a_rule_catches_only_its_count_of_matching_requests(lab: Lab, delays: Re
     lab.call(lambda: delays.release(rule))
     thread.join(10)
     assert rule.caught == 1
+
+
+def test_a_rule_can_hold_only_the_lists_with_a_label_selector(lab: Lab, delays: RequestDelays) -> None:
+    """`selected=True`: a list of one object's pods (by selector) is held, a whole namespace's is not."""
+    slow = _client(lab, AGENT)
+    rule = DelayRule(AGENT, frozenset({"list"}), frozenset({"pods"}), selected=True)
+    lab.call(lambda: delays.add(rule))
+    assert slow.list_namespaced_pod("default").items == []  # no selector: not held
+    thread, result = _in_thread(lambda: slow.list_namespaced_pod("default", label_selector="app=x"))
+    _held(lab, delays, 1)
+    assert lab.call(lambda: delays.release(rule)) == 1
+    thread.join(10)
+    assert result, "the held list never answered"
+    assert not isinstance(result[0], ApiException), result
+    assert (rule.caught, [r.path for r in delays.requests]) == (1, ["/api/v1/namespaces/default/pods"])

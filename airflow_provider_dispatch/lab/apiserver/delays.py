@@ -80,10 +80,15 @@ class DelayRule:
     """The authenticated user's name (None: anyone)."""
     before_the_server: bool = False
     """The client was paused before it sent the request (module docstring): no request timeout applies."""
+    selected: bool | None = None
+    """True holds only requests with a `labelSelector` (a list of one object's pods, say), False only those
+    without (a whole namespace); None either."""
     caught: int = 0
 
-    def matches(self, agent: str, user: str, info: RequestInfo) -> bool:
+    def matches(self, agent: str, user: str, info: RequestInfo, *, selected: bool = False) -> bool:
         if self.count is not None and self.caught >= self.count:
+            return False
+        if self.selected is not None and selected != self.selected:
             return False
         if not info.is_resource or info.verb == "watch" or not agent.startswith(self.user_agent):
             return False
@@ -175,9 +180,9 @@ class RequestDelays:
     def _now(self) -> float:
         return self._clock().now()
 
-    def _match(self, agent: str, user: str, info: RequestInfo) -> DelayRule | None:
+    def _match(self, agent: str, user: str, info: RequestInfo, *, selected: bool = False) -> DelayRule | None:
         for rule in self.rules:
-            if rule.matches(agent, user, info):
+            if rule.matches(agent, user, info, selected=selected):
                 rule.caught += 1
                 return rule
         return None
@@ -187,7 +192,8 @@ class RequestDelays:
         info = parse_request(request.method, request.path, request.query.get("watch", "").lower() in ("true", "1"))
         agent = request.headers.get("User-Agent", "")
         user = request.get(USER_KEY)
-        rule = self._match(agent, user.name if isinstance(user, UserInfo) else "", info)
+        selected = bool(request.query.get("labelSelector"))
+        rule = self._match(agent, user.name if isinstance(user, UserInfo) else "", info, selected=selected)
         if rule is None:
             return await handler(request)
         now = self._now()

@@ -197,4 +197,6 @@ with _dag("dispatch_restart", render_template_as_native_obj=True) as dispatch_re
         training_timeout=600,
         wait_timeout=300,
         retries=0,
+        # dag.test() has no executor, so no stale executor event to wait out: progress is shown at once
+        quiet_period=0,
     )

@@ -30,8 +30,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from airflow_rest import AirflowApiError, AirflowRest
-from processes import Service, free_port, wait_until
+from deployment.airflow_rest import AirflowApiError, AirflowRest
+from deployment.processes import Service, free_port, wait_until
 
 #: the components, in start order; each is `airflow <argv...>`
 COMPONENTS: dict[str, list[str]] = {
@@ -42,6 +42,11 @@ COMPONENTS: dict[str, list[str]] = {
 }
 #: the components the api-server's health endpoint reports, and must report healthy
 HEALTH_COMPONENTS = ("metadatabase", "scheduler", "triggerer", "dag_processor")
+#: seconds a writer of the sqlite metadata database waits for its lock (`create`): more than sqlite's 5 s, which a
+#: loaded machine exceeds, and less than a REST client's timeout (`airflow_rest.REQUEST_TIMEOUT`), so that no
+#: client gives up on (and sends again) a request still waiting for the lock: at 120 s ten soak triggers piled up
+#: behind one lock for two minutes and every chain's trigger timed out
+SQLITE_BUSY_SECONDS = 20
 #: bounds (seconds) that only fail the test: the api-server alone takes ~35-40 s here (research §5)
 MIGRATE_BOUND = 300.0
 READY_BOUND = 240.0
@@ -65,8 +70,14 @@ class AirflowStack:
 
     @classmethod
     def create(
-        cls, home: Path, log_dir: Path, dags_folder: Path, connections: Mapping[str, Mapping[str, Any]]
+        cls,
+        home: Path,
+        log_dir: Path,
+        dags_folder: Path,
+        connections: Mapping[str, Mapping[str, Any]],
+        settings: Mapping[str, str] | None = None,
     ) -> AirflowStack:
+        """`settings`: more `AIRFLOW__...` variables (the restart soak's concurrency), applied last."""
         api_port = free_port()
         base_url = f"http://127.0.0.1:{api_port}"
         env = {key: value for key, value in os.environ.items() if not key.startswith("AIRFLOW")}
@@ -91,14 +102,29 @@ class AirflowStack:
                 "AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT": str(free_port()),
                 "AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT": str(free_port()),
                 "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "5",
+                # a task's worker parses its DAG file before it runs; on a loaded 2-core machine that can pass the
+                # 30 s default, and the try is then rescheduled during startup
+                "AIRFLOW__CORE__DAGBAG_IMPORT_TIMEOUT": "120",
+                # the dag-processor's parse of a file is stopped after 50 s by default, and a DAG not parsed for
+                # 50 s goes stale: at load 10 a parse took minutes, the DAG showed import errors (a trigger: 400)
+                # or went stale (404). Longer than the import timeout above.
+                "AIRFLOW__DAG_PROCESSOR__DAG_FILE_PROCESSOR_TIMEOUT": "300",
+                "AIRFLOW__DAG_PROCESSOR__STALE_DAG_THRESHOLD": "300",
                 "AIRFLOW__SCHEDULER__ENABLE_HEALTH_CHECK": "False",
                 "AIRFLOW__OPERATORS__DEFAULT_DEFERRABLE": "False",
                 "PYTHONUNBUFFERED": "1",
             }
         )
+        # sqlite's busy timeout: a writer waits this long for the lock instead of failing with "database is
+        # locked" (the default 5 s; five processes on a loaded 2-core machine hold it longer: the dag-processor
+        # exited on it once). `[database] sql_alchemy_connect_args` names a dict to import, from the home.
+        home.mkdir(parents=True, exist_ok=True)
+        (home / "dispatch_stack_sqlite.py").write_text(f"CONNECT_ARGS = {{'timeout': {SQLITE_BUSY_SECONDS}}}\n")
+        env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONNECT_ARGS"] = "dispatch_stack_sqlite.CONNECT_ARGS"
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(home), env.get("PYTHONPATH", "")) if p)
+        env.update(settings or {})
         for conn_id, connection in connections.items():
             env[f"AIRFLOW_CONN_{conn_id.upper()}"] = json.dumps(dict(connection))
-        home.mkdir(parents=True, exist_ok=True)
         log_dir.mkdir(parents=True, exist_ok=True)
         return cls(home, log_dir, env, api_port)
 
@@ -180,8 +206,23 @@ class AirflowStack:
             describe=lambda: f"import errors: {json.dumps(errors)[:4000]}",
         )
 
+    def service(self, name: str) -> Service:
+        found = [service for service in self.services if service.name == name]
+        if not found:
+            raise KeyError(f"no component {name} started (components: {[s.name for s in self.services]})")
+        return found[-1]
+
+    def restart(self, name: str) -> Service:
+        """Stop one component (SIGTERM to its group, then SIGKILL) and start it again as a new process, its log
+        continued: what an operator's restart or a crashed pod's replacement does."""
+        old = self.service(name)
+        old.stop()
+        fresh = Service(name, old.argv, self.env, old.log_path, self.home).start()
+        self.services[self.services.index(old)] = fresh
+        return fresh
+
     def wait_run_finished(
-        self, dag_id: str, run_id: str, bound: float, describe: Callable[[], str] | None = None
+        self, dag_id: str, run_id: str, bound: float, describe: Callable[[], str] = lambda: ""
     ) -> dict[str, Any]:
         """Until the DAG run is `success` or `failed`; returns the run."""
 

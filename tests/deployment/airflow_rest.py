@@ -67,9 +67,12 @@ class AirflowRest:
     def unpause(self, dag_id: str) -> None:
         self.call("PATCH", f"/api/v2/dags/{dag_id}", {"is_paused": False})
 
-    def trigger(self, dag_id: str, conf: dict[str, Any]) -> str:
-        """A manual DAG run with `conf`; returns its run id."""
-        run = self.call("POST", f"/api/v2/dags/{dag_id}/dagRuns", {"logical_date": None, "conf": conf})
+    def trigger(self, dag_id: str, conf: dict[str, Any], run_id: str | None = None) -> str:
+        """A manual DAG run with `conf` (and the run id given, if any); returns its run id."""
+        body: dict[str, Any] = {"logical_date": None, "conf": conf}
+        if run_id is not None:
+            body["dag_run_id"] = run_id
+        run = self.call("POST", f"/api/v2/dags/{dag_id}/dagRuns", body)
         return str(run["dag_run_id"])
 
     def dag_run(self, dag_id: str, run_id: str) -> dict[str, Any]:
@@ -87,6 +90,26 @@ class AirflowRest:
     def xcom(self, dag_id: str, run_id: str, task_id: str, key: str = "return_value") -> Any:
         path = f"/api/v2/dags/{dag_id}/dagRuns/{_q(run_id)}/taskInstances/{task_id}/xcomEntries/{key}"
         return self.call("GET", path, deserialize=True)["value"]
+
+    def clear(self, dag_id: str, run_id: str, task_id: str, *, downstream: bool = False) -> list[dict[str, Any]]:
+        """Clear one task of one run, whatever its state (the UI's Clear): a running try is stopped, and the task
+        runs again as a new try; with `downstream`, the tasks after it too (what re-running a failed run takes:
+        they were marked upstream_failed). Returns the task instances Airflow cleared."""
+        body = {
+            "dry_run": False,
+            "only_failed": False,
+            "task_ids": [task_id],
+            "dag_run_id": run_id,
+            "include_downstream": downstream,
+        }
+        answer = self.call("POST", f"/api/v2/dags/{dag_id}/clearTaskInstances", body)
+        return list(answer.get("task_instances") or [])
+
+    def mark_failed(self, dag_id: str, run_id: str, task_id: str) -> None:
+        """Mark one task instance failed (the UI's Mark as failed): a running try is stopped, a deferred one's
+        trigger dropped, and no retry follows."""
+        path = f"/api/v2/dags/{dag_id}/dagRuns/{_q(run_id)}/taskInstances/{task_id}"
+        self.call("PATCH", path, {"new_state": "failed"})
 
     def log_text(self, dag_id: str, run_id: str, task_id: str, try_number: int) -> str:
         """The task's log for one try as the UI gets it (worker and trigger lines merged), one event a line."""
