@@ -165,15 +165,20 @@ async def test_a_changed_remaining_set_yields_progress(airflow_lab: AirflowLab, 
     assert remaining_summary(payload["report"]) == [{"pod": pods[1], "node": node, "node_state": "Ready=True"}]
 
 
-#: the quiet period of the tests below, wall seconds: long enough to see a check inside it, short for the suite
+#: the quiet period of the tests below, wall seconds: long enough for a check inside it, short for the suite
 QUIET = 3.0
 
 
 async def test_progress_inside_the_quiet_period_waits_for_its_end(airflow_lab: AirflowLab, cluster: Cluster) -> None:
     """A change that is only progress, right after the deferral, is logged and held back: the task hears of it
-    when the quiet period is over (Airflow's stale executor race, apache/airflow#72716), from a check made then."""
+    when the quiet period is over (Airflow's stale executor race, apache/airflow#72716), from a check made then.
+
+    The change is made before the trigger starts, so its first check sees it; the event must still not come before
+    the period ends. The number of checks is not fixed (a pod's deletion may reach the watch as more than one event,
+    each a check), only that the one sent was not the first."""
     node, pods = held_with_terminating_pods(cluster, count=2)
     known = fingerprint({"pod": pod, "node": node, "node_state": "Ready=True"} for pod in pods)
+    kubelet_confirms(cluster, pods[0])
     mark = airflow_lab.probe.mark()
     quiet_until = time.time() + QUIET
     trigger = PodsDrainedTrigger(
@@ -184,17 +189,12 @@ async def test_progress_inside_the_quiet_period_waits_for_its_end(airflow_lab: A
         recheck_interval=HOUR,
         **connection(airflow_lab),
     )
-    running = asyncio.create_task(first_event(trigger))
-    await wait_for(airflow_lab, checks_answered("ft-7", 1, (node,)), mark)
-    await asyncio.to_thread(kubelet_confirms, cluster, pods[0])
-    await wait_for(airflow_lab, checks_answered("ft-7", 2, (node,)), mark)  # the check that saw the change
-    changed_seen = time.time()
-    payload = await asyncio.wait_for(running, 30)
+    payload = await asyncio.wait_for(first_event(trigger), 30 + QUIET)
     arrived = time.time()
     assert payload["status"] == "progress"
     assert remaining_summary(payload["report"]) == [{"pod": pods[1], "node": node, "node_state": "Ready=True"}]
-    assert changed_seen < quiet_until <= arrived  # seen inside the period, sent after it
-    assert trigger_gets(airflow_lab.probe.since(mark), "/trainjobs/ft-7") == 3  # and checked again at its end
+    assert quiet_until <= arrived  # never sent inside the period
+    assert trigger_gets(airflow_lab.probe.since(mark), "/trainjobs/ft-7") >= 2  # held back, checked again at its end
 
 
 async def test_a_decision_inside_the_quiet_period_is_sent_at_once(airflow_lab: AirflowLab, cluster: Cluster) -> None:
