@@ -90,12 +90,18 @@ class Config:
 # --- the cluster ------------------------------------------------------------------------------------------------
 
 
-def held_trainjob() -> dict[str, Any]:
+#: the one pod a waiting TrainJob keeps (`{i}`: its index, filled in by the seeding)
+WAITING_POD = "tj-{i}-node-0-0-x7k2p"
+
+
+def held_trainjob(*, keeps_a_pod: bool) -> dict[str, Any]:
     """A dispatch TrainJob in Kueue mode as Kueue holds it: suspended, Trainer has observed it, and the admission
-    check recorded execution 1's pods long ago. The hold settles only once its JobSet, seeded after it, is as old
-    as the settle (dispatch/evidence.py, 4): `wait_until_settled`."""
+    check recorded execution 1's pods long ago (`keeps_a_pod`: the one pod it keeps, under its node, so the check
+    finds its record complete and has nothing to add to it: one write per decision). The hold settles only once its
+    JobSet, seeded after it, is as old as the settle (dispatch/evidence.py, 4): `wait_until_settled`."""
     trainjob = manifests.trainjob("tj-{i}", job_id="tj-{i}", num_nodes=1, queue=QUEUE, admission=ADMISSION)
-    record = {"admission": ADMISSION, "nodes": {}, "since": "2026-01-01T00:00:00Z"}
+    nodes = {NODE: [WAITING_POD]} if keeps_a_pod else {}
+    record = {"admission": ADMISSION, "nodes": nodes, "since": "2026-01-01T00:00:00Z"}
     trainjob["metadata"]["annotations"][v.ANNOTATION_EXECUTION_PODS] = json.dumps(record)
     trainjob["status"] = {
         "conditions": [
@@ -175,10 +181,12 @@ def build(api: kubernetes.client.ApiClient, lab: LabEndpoint, count: int, waitin
     )
     check = ADMISSION_CHECK
     custom.create_cluster_custom_object(check.group, check.version, check.plural, manifests.admission_check(CHECK))
-    lab.seed(v.TRAINJOB.path(NAMESPACE), held_trainjob(), count)
+    lab.seed(v.TRAINJOB.path(NAMESPACE), held_trainjob(keeps_a_pod=False), count - waiting)
+    if waiting:
+        lab.seed(v.TRAINJOB.path(NAMESPACE), held_trainjob(keeps_a_pod=True), waiting, start=count - waiting)
     lab.seed(v.JOBSET.path(NAMESPACE), held_jobset(), count)
     if waiting:
-        pod = pod_template("tj-{i}", job_id="tj-{i}", rank="0", name="tj-{i}-node-0-0-x7k2p", node=NODE)
+        pod = pod_template("tj-{i}", job_id="tj-{i}", rank="0", name=WAITING_POD, node=NODE)
         lab.seed(v.POD.path(NAMESPACE), pod, waiting, start=count - waiting)
     listed = lab.call("GET", v.TRAINJOB.path(NAMESPACE))
     workloads = []
@@ -194,9 +202,9 @@ def wait_until_settled(api: kubernetes.client.ApiClient, clock: RemoteClock) -> 
     on the API server's clock as the `Date` header gives it: whole seconds); returns that time.
 
     The record is old, but the JobSets were written at seeding, so each settle counts from their managedFields
-    time (`hold_reached`) and ends `settle_seconds` of lab time later: 0.9 s of wall time at speed 100, or longer
-    when the lab's loop is starved (lab time then runs slower, `lab/clock.py`), which is why this waits on lab
-    time and never on wall time."""
+    time (`hold_reached`) and ends `wait_seconds` (the settle and the clock skew bound) of lab time later: under
+    1 s of wall time at speed 100, or longer when the lab's loop is starved (lab time then runs slower,
+    `lab/clock.py`), which is why this waits on lab time and never on wall time."""
     custom = kubernetes.client.CustomObjectsApi(api)
     tj, js = v.TRAINJOB, v.JOBSET
     trainjobs = custom.list_namespaced_custom_object(tj.group, tj.version, NAMESPACE, tj.plural)["items"]
@@ -209,7 +217,7 @@ def wait_until_settled(api: kubernetes.client.ApiClient, clock: RemoteClock) -> 
         name = v.name_of(trainjob)
         record = recorded(trainjob, ADMISSION, f"{NAMESPACE}/{name}")
         evidence = HoldEvidence(jobsets.get(name), {}, record)
-        until = settles_at(record, evidence.settle_seconds, hold_reached(evidence))
+        until = settles_at(record, evidence.wait_seconds, hold_reached(evidence))
         if until is None:
             raise RuntimeError(f"TrainJob {NAMESPACE}/{name} was seeded without a record of execution {ADMISSION}")
         holds.append((trainjob, evidence, until))
