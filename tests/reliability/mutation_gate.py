@@ -237,6 +237,63 @@ MUTANTS: tuple[Mutant, ...] = (
         "    if False:\n        raise",
         "a name such as `a,b` must be refused, not turned into another selector or path (DESIGN §3.3)",
     ),
+    # --- the record that only grows, the deleted Node, the namesake's predecessor (issue 26) -------------------
+    Mutant(
+        "record-grows-with-listed-pods",
+        "dispatch/programs.py",
+        "record = grown(record, pods=drained.pods, nodes=drained.nodes, now=drained.server_now)",
+        "record = grown(record, pods=(), nodes=drained.nodes, now=drained.server_now)",
+        "a pod bound or created after the hold's record, then listed, keeps blocking after a force deletion (#26, 1-2)",
+    ),
+    Mutant(
+        "record-binds-unscheduled",
+        "dispatch/fencing.py",
+        "unscheduled = [n for n in unscheduled if n != name]",
+        "unscheduled = list(unscheduled)",
+        "a pod recorded without a node is judged on its node once a check lists it bound (issue 26, case 1)",
+    ),
+    Mutant(
+        "deleted-node-not-proof-at-once",
+        "dispatch/fencing.py",
+        "result[node] = NodeRead.DELETED_RECENTLY",
+        "pass",
+        "a Node deleted while its machine runs is no proof its pods stopped, until grace and margin pass (#26, 4)",
+    ),
+    Mutant(
+        "deleted-node-seen-after-nodes",
+        "dispatch/fencing.py",
+        "gone[node] = now",
+        "gone[node] = execution_pods.since or now",
+        "a Node's deletion is timed by a clock read after the Nodes, never the hold's, read before (issue 26, 4)",
+    ),
+    Mutant(
+        "deleted-node-proof-skew",
+        "dispatch/fencing.py",
+        "confirming_seconds(grace_seconds) + clock_skew_seconds)",
+        "confirming_seconds(grace_seconds))",
+        "two API servers' clocks wrote the deletion's first sight and now: their skew is waited for (issue 26, 5)",
+    ),
+    Mutant(
+        "namesake-waits-predecessor-jobs",
+        "dispatch/evidence.py",
+        "if evidence.predecessors:",
+        "if False:",
+        "a namesake waits for every Job its deleted predecessor left (issue 26, case 3)",
+    ),
+    Mutant(
+        "namesake-settles",
+        "dispatch/evidence.py",
+        "    if admission == 0:\n        return _namesake_settling(ref, evidence)",
+        "    if admission == 0:\n        return None",
+        "a namesake settles from when its predecessor's last Job was found gone (issue 26, case 3)",
+    ),
+    Mutant(
+        "settle-clock-skew",
+        "dispatch/evidence.py",
+        "return self.settle_seconds + self.clock_skew_seconds",
+        "return self.settle_seconds",
+        "the settle compares times two API servers' clocks wrote: it waits for their skew too (issue 26, 5)",
+    ),
 )
 
 #: the invariant a violation message belongs to (first match wins), for the table
