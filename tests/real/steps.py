@@ -60,6 +60,13 @@ def unique(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:6]}"
 
 
+def server_release(client: kubernetes.client.ApiClient) -> tuple[int, int]:
+    """The (major, minor) the API server reports in /version: the release whose answers (Tables, `kubectl` output)
+    the lab's, which follow v1.36.3, are held to when the version matrix runs another core."""
+    info = kubernetes.client.VersionApi(client).get_code()
+    return int(info.major), int(info.minor.rstrip("+"))
+
+
 def pod_selector(trainjob: str) -> str:
     return f"{v.LABEL_JOBSET_NAME}={trainjob}"
 

@@ -22,12 +22,15 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import kubernetes
 import pytest
 
 from airflow_provider_dispatch.lab.apiserver.auth.rbac_setup import IDENTITIES
 from airflow_provider_dispatch.lab.real import RealCluster
 from airflow_provider_dispatch.lab.real.binaries import locate
 from airflow_provider_dispatch.lab.runtime import Lab
+
+from .steps import server_release
 
 Kubectl = Callable[..., subprocess.CompletedProcess[str]]
 
@@ -65,14 +68,6 @@ CHANGED_IN = (1, 37)
 CLUSTER_TRUST_BUNDLES_ROW = ("clustertrustbundles.certificates.k8s.io", "[]", "[]", "[get list watch]")
 
 
-def server_release(kubeconfigs: dict[str, Callable[[str], Path]], kubectl: Kubectl) -> tuple[int, int]:
-    """The (major, minor) the real API server reports: the release whose answers the lab's are held to."""
-    done = kubectl(kubeconfigs["real"]("admin"), "version", "-o", "json")
-    assert done.returncode == 0, done.stderr
-    server = json.loads(done.stdout)["serverVersion"]
-    return int(server["major"]), int(server["minor"].rstrip("+"))
-
-
 @pytest.mark.parametrize(
     ("identity", "question"),
     [
@@ -94,7 +89,10 @@ def test_can_i_answers_as_the_real_server(
 
 @pytest.mark.parametrize("identity", ["reader", "no-nodes", "controller"])
 def test_can_i_list_lists_the_real_servers_rules(
-    kubeconfigs: dict[str, Callable[[str], Path]], kubectl: Kubectl, identity: str
+    kubeconfigs: dict[str, Callable[[str], Path]],
+    kubectl: Kubectl,
+    identity: str,
+    real_admin: kubernetes.client.ApiClient,
 ) -> None:
     real, lab = both(kubeconfigs, kubectl, identity, "auth", "can-i", "--list", "-n", "default")
     assert real.returncode == lab.returncode == 0, real.stderr + lab.stderr
@@ -103,7 +101,7 @@ def test_can_i_list_lists_the_real_servers_rules(
         return sorted(tuple(re.split(r"\s{2,}", line.strip())) for line in text.splitlines()[1:])
 
     real_rows, lab_rows = rows(real.stdout), rows(lab.stdout)
-    if server_release(kubeconfigs, kubectl) >= CHANGED_IN and CLUSTER_TRUST_BUNDLES_ROW in real_rows:
+    if server_release(real_admin) >= CHANGED_IN and CLUSTER_TRUST_BUNDLES_ROW in real_rows:
         # a service account's rows (the matrix's v1.37.2 run showed it for reader, no-nodes and controller)
         assert CLUSTER_TRUST_BUNDLES_ROW not in lab_rows, lab.stdout
         real_rows.remove(CLUSTER_TRUST_BUNDLES_ROW)
@@ -126,12 +124,14 @@ def test_whoami_is_the_real_servers_but_for_uids_and_token_ids(
     assert shape(lab) == shape(real)
 
 
-def test_get_crd_reads_as_on_the_real_server(kubeconfigs: dict[str, Callable[[str], Path]], kubectl: Kubectl) -> None:
+def test_get_crd_reads_as_on_the_real_server(
+    kubeconfigs: dict[str, Callable[[str], Path]], kubectl: Kubectl, real_admin: kubernetes.client.ApiClient
+) -> None:
     real, lab = both(kubeconfigs, kubectl, "admin", "get", "crd")
     assert real.returncode == lab.returncode == 0, real.stderr + lab.stderr
     header = [re.split(r"\s{2,}", done.stdout.splitlines()[0].strip()) for done in (real, lab)]
     assert header[1] == ["NAME", "CREATED AT"]
-    changed = server_release(kubeconfigs, kubectl) >= CHANGED_IN
+    changed = server_release(real_admin) >= CHANGED_IN
     assert header[0] == (["NAME", "SCOPE", "VERSIONS", "CREATED AT"] if changed else header[1])
     names = [{line.split()[0] for line in done.stdout.splitlines()[1:]} for done in (real, lab)]
     assert names[1] <= names[0], names[1] - names[0]

@@ -21,6 +21,8 @@ from airflow_provider_dispatch.lab.apiserver import tables
 from airflow_provider_dispatch.lab.apiserver.registry.resources import default_registry
 from airflow_provider_dispatch.lab.runtime import Lab
 
+from .steps import server_release
+
 TABLE = "application/json;as=Table;v=v1;g=meta.k8s.io"
 KERNEL_WITH_ARCHITECTURE = (1, 36)
 """The first release whose node Table prints the Kernel-Version cell as `<kernelVersion> (<architecture>)`:
@@ -34,12 +36,6 @@ KINDS = {  # path -> (registry key, cells that are ages or durations)
     "/apis/batch/v1/jobs": (("batch", "jobs"), {3, 4}),
     "/api/v1/events": (("", "events"), {0, 7}),
 }
-
-
-def _server_release(client: kubernetes.client.ApiClient) -> tuple[int, int]:
-    """The (major, minor) the API server reports in /version: the release whose printers made its Tables."""
-    info = kubernetes.client.VersionApi(client).get_code()
-    return int(info.major), int(info.minor.rstrip("+"))
 
 
 def _served_form(
@@ -97,7 +93,7 @@ def real_job(real_admin: kubernetes.client.ApiClient, real_namespace: str) -> st
 def test_the_labs_tables_are_the_real_servers(real_admin: kubernetes.client.ApiClient, real_job: str, lab: Lab) -> None:
     lab_client = kubernetes.config.new_client_from_config(config_file=str(lab.kubeconfig()))
     registry = default_registry()
-    release = _server_release(real_admin)
+    release = server_release(real_admin)
     try:
         for path, ((group, plural), ages) in KINDS.items():
             real = _table(real_admin, path)
