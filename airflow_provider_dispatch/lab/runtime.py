@@ -311,7 +311,35 @@ class Lab:
             return await function()
 
         future: Future[T] = asyncio.run_coroutine_threadsafe(call(), self._loop)
-        return future.result(timeout)
+        try:
+            return future.result(timeout)
+        except TimeoutError:
+            future.cancel()
+            raise TimeoutError(
+                f"the lab's loop did not finish {getattr(function, '__qualname__', function)!r} within {timeout} s\n"
+                + self._loop_state()
+            ) from None
+
+    def _loop_state(self) -> str:
+        """What the lab's loop was doing when a call timed out: its thread's stack (a loop blocked by synchronous
+        work shows there) and the stack of every unfinished task (one awaiting forever shows there). Read from
+        another thread, so only for a failure message."""
+        import sys
+        import traceback
+
+        lines = []
+        frame = sys._current_frames().get(self._thread.ident or -1)
+        if frame is not None:
+            lines.append("loop thread:\n" + "".join(traceback.format_stack(frame)[-12:]))
+        try:
+            tasks = list(asyncio.all_tasks(self._loop))
+        except RuntimeError:  # the set changed while it was read from this thread
+            tasks = []
+        for task in tasks[:40]:
+            stack = task.get_stack(limit=6)
+            where = " <- ".join(f"{f.f_code.co_name} ({Path(f.f_code.co_filename).name}:{f.f_lineno})" for f in stack)
+            lines.append(f"task {task.get_name()}: {where}")
+        return "\n".join(lines)
 
     def call(self, function: Callable[[], T], timeout: float | None = 60.0) -> T:
         """Run a synchronous `function()` on the lab's loop (where the store and the clock live)."""

@@ -26,6 +26,7 @@ test ends once the UI is read: what the chain does next is `test_restart_operato
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable
 from typing import Any
@@ -113,6 +114,23 @@ def deferred_with_first_line(
             f"{run_states(stack, run_id, dag_id)}; {task_id}: {stack.rest.task_instance(dag_id, run_id, task_id)}"
         ),
     )
+
+
+def task_log_files(stack: AirflowStack, dag_id: str, run_id: str, task_id: str) -> str:
+    """For a failure message: the task instance's state, and each log file of it on disk (the worker's, and one per
+    triggerer job, `attempt=N.log.trigger.<job id>.log`, which a later deferral rewrites) with its last events."""
+    ti = stack.rest.task_instance(dag_id, run_id, task_id)
+    folder = stack.home / "logs" / f"dag_id={dag_id}" / f"run_id={run_id}" / f"task_id={task_id}"
+    parts = [f"{task_id}: state {ti.get('state')}, try {ti.get('try_number')}; files in {folder}:"]
+    for path in sorted(folder.glob("attempt=*")):
+        events = []
+        for line in path.read_text(errors="replace").splitlines()[-4:]:
+            try:
+                events.append(str(json.loads(line).get("event", ""))[:160])
+            except ValueError:
+                events.append(line[:160])
+        parts.append(f"  {path.name}: " + " | ".join(events))
+    return "\n".join(parts)
 
 
 def pods_running(
@@ -225,6 +243,7 @@ def test_the_deferred_sensor_shows_what_to_do_first_whole_in_the_ui(
             with_trigger_line,
             bound=DEFERRED_BOUND,
             services=airflow_stack.services,
+            describe=lambda: task_log_files(airflow_stack, DAG_ID, run_id, SENSOR),
         )
         assert f"\n{first_line}\n{taint_command(node)}\n" in log  # the worker's: the reason in full
 
