@@ -45,3 +45,22 @@ def test_every_module_says_what_it_owns(path: Path) -> None:
     assert docstring, f"{path.relative_to(ROOT)} has no module docstring"
     first = docstring.splitlines()[0]
     assert len(first.split()) >= 5, f"{path.relative_to(ROOT)}: the docstring's first line {first!r} says too little"
+
+
+@pytest.mark.parametrize("path", PACKAGE_MODULES, ids=lambda p: str(p.relative_to(ROOT / "airflow_provider_dispatch")))
+def test_no_module_waits_with_asyncio_wait_for(path: Path) -> None:
+    """`asyncio.timeout`, never `asyncio.wait_for`: on Python 3.11 (the oldest the package admits), `wait_for`
+    returns the inner result when its task is cancelled in the same turn the inner wait ends, so the cancellation
+    is lost (python/cpython#86296; 3.12 rebuilt `wait_for` on `asyncio.timeout`, python/cpython#96764). A lost
+    cancellation kept a killed admission controller renewing its Lease forever in CI, and would keep a cancelled
+    trigger or a stopped lab controller running."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    calls = [
+        node.lineno
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Attribute)
+        and node.attr == "wait_for"
+        and isinstance(node.value, ast.Name)
+        and node.value.id == "asyncio"
+    ]
+    assert calls == [], f"{path.name}: asyncio.wait_for on lines {calls}; use `async with asyncio.timeout(...)`"

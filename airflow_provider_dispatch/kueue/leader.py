@@ -201,7 +201,8 @@ class LeaderElector:
             return False
         self.leading = False
         try:
-            lease = await asyncio.wait_for(self._get(), self.config.renew_deadline)
+            async with asyncio.timeout(self.config.renew_deadline):
+                lease = await self._get()
             if lease is None or _record(lease).get("holderIdentity") != self.config.identity:
                 return False
             now = micro_time(self.clock.now())
@@ -212,7 +213,8 @@ class LeaderElector:
                 "acquireTime": now,
                 "renewTime": now,
             }
-            written = await asyncio.wait_for(self._put({**lease, "spec": spec}), self.config.renew_deadline)
+            async with asyncio.timeout(self.config.renew_deadline):
+                written = await self._put({**lease, "spec": spec})
         except (ApiCallError, TimeoutError) as error:
             logger.warning("could not release the leader lease %s: %s", self._describe(), error)
             return False
@@ -224,7 +226,8 @@ class LeaderElector:
 
     async def _attempt(self, within: float) -> bool:
         try:
-            return await asyncio.wait_for(self._try_acquire_or_renew(), within)
+            async with asyncio.timeout(within):
+                return await self._try_acquire_or_renew()
         except TimeoutError:
             logger.warning("a try on the leader lease %s took longer than %.1f s", self._describe(), within)
             return False

@@ -104,7 +104,8 @@ class LabClock:
         while (remaining := deadline - self.now()) > 0:
             changed = self._changed
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(changed.wait(), self.wall_seconds(remaining))
+                async with asyncio.timeout(self.wall_seconds(remaining)):
+                    await changed.wait()
 
     def _wake(self) -> None:
         changed, self._changed = self._changed, asyncio.Event()

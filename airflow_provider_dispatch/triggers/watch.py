@@ -97,7 +97,8 @@ class Changes:
             if remaining <= 0:
                 return None
             try:
-                await asyncio.wait_for(self._event.wait(), remaining)
+                async with asyncio.timeout(remaining):
+                    await self._event.wait()
             except TimeoutError:
                 return None
         return self.reason

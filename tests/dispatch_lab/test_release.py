@@ -79,7 +79,8 @@ class Barrier:
         self.arrived += 1
         if self.arrived >= self.parties:
             self.event.set()
-        await asyncio.wait_for(self.event.wait(), timeout=30)  # a bound, not a synchronisation
+        async with asyncio.timeout(30):  # a bound, not a synchronisation
+            await self.event.wait()
         return await handler(request)
 
 

@@ -264,7 +264,8 @@ class WriteBarrier:
     async def hook(self, request: web.Request, handler: Handler) -> web.StreamResponse:
         self.arrived.add(user_name(request))
         self._check()
-        await asyncio.wait_for(self._open.wait(), timeout=30)  # a bound, not a synchronisation
+        async with asyncio.timeout(30):  # a bound, not a synchronisation
+            await self._open.wait()
         return await handler(request)
 
     def finished(self, caller: str) -> None:

@@ -186,7 +186,8 @@ class WatchStream:
                 waits.append(pretimeout - time.monotonic())
             wait = max(min(waits), 0.0) if waits else None
             try:
-                event = await asyncio.wait_for(subscription.queue.get(), wait)
+                async with asyncio.timeout(wait):
+                    event = await subscription.queue.get()
             except TimeoutError:
                 if deadline is not None and time.monotonic() >= deadline:
                     return

@@ -70,7 +70,8 @@ class KueueQueueStatusController:
             await self.sync()
             with contextlib.suppress(TimeoutError):
                 wall = self.clock.wall_seconds(RESYNC_SECONDS)
-                await asyncio.wait_for(self._wake.wait(), wall)
+                async with asyncio.timeout(wall):
+                    await self._wake.wait()
 
     async def sync(self) -> None:
         """One pass over a snapshot of the caches (they change while the writes are awaited)."""
