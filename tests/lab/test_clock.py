@@ -61,3 +61,16 @@ def test_timestamps_round_trip() -> None:
     assert format_timestamp(parse_timestamp("2026-12-02T10:00:07Z")) == "2026-12-02T10:00:07Z"
     with pytest.raises(ValueError, match="forward"):
         LabClock().advance(-1)
+
+
+async def test_a_sleeper_cancelled_in_the_turn_the_clock_wakes_it_is_cancelled() -> None:
+    """A controller killed just as a jump of lab time wakes its sleep stops there. The jump and the cancel happen
+    in one turn of the loop; `asyncio.wait_for` on Python 3.11 returned the finished wait instead of the
+    cancellation (python/cpython#86296), so the sleeper went on as if nothing had happened."""
+    clock = LabClock(speed=1.0)  # running: the sleep has a wall-time bound, the path `wait_for` took on 3.11
+    sleeper = asyncio.create_task(clock.sleep(3600))
+    await asyncio.sleep(0)  # it waits for the clock to change
+    clock.advance(3600)  # its deadline passes: its wait ends on the next turn
+    sleeper.cancel()  # and it is killed in the same turn
+    with pytest.raises(asyncio.CancelledError):
+        await sleeper
