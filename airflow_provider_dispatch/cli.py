@@ -1,4 +1,4 @@
-"""The `dispatch` command: status, find and list for a person or a script, and the lab.
+"""The `dispatch` command: status, find and list for a person or a script; the lab's commands when it is installed.
 
 Kept free of Airflow imports so that `dispatch status` and `dispatch lab` start in a fraction of the time
 `airflow` takes; the Kubernetes client is imported only by the commands that talk to a cluster.
@@ -30,7 +30,6 @@ from airflow_provider_dispatch.cli_options import (
     cluster_options,
     resolve_namespace,
     trainjob_argument,
-    workdir_option,
 )
 from airflow_provider_dispatch.cli_report import list_shown, report, status_shown, with_created
 from airflow_provider_dispatch.dispatch.errors import DispatchError
@@ -38,14 +37,33 @@ from airflow_provider_dispatch.dispatch.evidence import DEFAULT_SETTLE_SECONDS
 from airflow_provider_dispatch.dispatch.nodes import DEFAULT_CLOCK_SKEW_SECONDS
 from airflow_provider_dispatch.dispatch.policy import RISKS
 from airflow_provider_dispatch.dispatch.validation import Ref, validate_job_id, validate_namespace
-from airflow_provider_dispatch.extras import require_lab_extra
+from airflow_provider_dispatch.extras import LAB_COMMANDS, lab_command, lab_command_names, missing_lab_command
 from airflow_provider_dispatch.status_view import EXIT_INTERRUPTED
 
 
 class DispatchGroup(click.Group):
     """The command group: Ctrl-C ends a command as a shell expects of an interrupted program, exit 130 and no
     message. click's own handling prints "Aborted!" and exits 1, which here means a refusal (docs/cli.rst). The
-    watch and the admission controller handle SIGINT themselves and exit 0."""
+    watch and the admission controller handle SIGINT themselves and exit 0.
+
+    The lab's commands (`dispatch lab`, `dispatch demo`) are not here: the lab distribution offers them, and the
+    group looks one up by name only when asked for it or for the list (`extras.lab_command`, the one seam). Asked
+    for one without the lab installed, it says what to install and exits `EXIT_MISSING_EXTRA`."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), *lab_command_names()})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        return super().get_command(ctx, cmd_name) or lab_command(cmd_name)
+
+    def resolve_command(
+        self, ctx: click.Context, args: list[str]
+    ) -> tuple[str | None, click.Command | None, list[str]]:
+        name = args[0] if args else None
+        if name in LAB_COMMANDS and self.get_command(ctx, name) is None:
+            # `dispatch lab serve`: the subcommand too, when one is given, so the line names what was asked
+            raise missing_lab_command([name, *args[1:2]] if args[1:2] and not args[1].startswith("-") else [name])
+        return super().resolve_command(ctx, args)
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
@@ -113,49 +131,6 @@ def list_command(namespace: str | None, all_namespaces: bool, options: ClusterOp
         list_shown(options.output, all_namespaces, scope),
         options,
     )
-
-
-@main.command()
-@click.option(
-    "--dags-folder",
-    type=click.Path(file_okay=False, exists=True, path_type=Path),
-    default=None,
-    help="The folder with lost_node_drill.py (default: the example DAGs installed with dispatch, or example_dags/ "
-    "of the checkout an editable install runs from).",
-)
-@click.option(
-    "--speed",
-    type=click.FloatRange(min=1.0, max=50.0),
-    default=10.0,
-    show_default=True,
-    help="How much faster than real time lab time runs (the drill waits about 100 lab seconds).",
-)
-@click.option(
-    "--fence-after-seconds",
-    type=click.FloatRange(min=0.0),
-    default=30.0,
-    show_default=True,
-    help="Lab seconds the frozen node stays not Ready before the lab's fencing agent powers it off.",
-)
-@workdir_option("Where the Airflow home, the kubeconfigs and the log go (default: a new temporary folder).")
-def demo(dags_folder: Path | None, speed: float, fence_after_seconds: float, workdir: Path | None) -> None:
-    """Run the lost-node drill end to end: real Airflow (`airflow dags test`) against the embedded lab.
-
-    A node freezes under a running TrainJob; the TrainJob is held; dispatch's sensor waits and says why; the
-    lab's fencing agent powers the machine off and taints the node out-of-service; the sensor sees the pods
-    ceased; the release waits for PodGC and admits the next execution. Prints what happened and the lab's own
-    verdict (no two executions ran at once). Exit 0 when the drill ran and the verdict holds, else 1.
-    """
-    require_lab_extra("dispatch demo")
-    from airflow_provider_dispatch.demo import DemoOptions, find_dags_folder, run_demo
-
-    folder = dags_folder or find_dags_folder()
-    if folder is None:
-        raise click.UsageError("no example DAGs in this installation: pass --dags-folder")
-    if not (folder / "lost_node_drill.py").is_file():
-        raise click.BadParameter(f"{folder} has no lost_node_drill.py", param_hint="--dags-folder")
-    options = DemoOptions(folder.resolve(), speed=speed, fence_after_seconds=fence_after_seconds, workdir=workdir)
-    raise click.exceptions.Exit(run_demo(options, click.echo))
 
 
 # --- the Kueue admission check controller ---------------------------------------------------------------------
@@ -388,16 +363,6 @@ def pod_fence() -> None:
     from airflow_provider_dispatch.dispatch.fence import manifests
 
     click.echo(yaml.safe_dump_all(manifests(), sort_keys=False, width=120), nl=False)
-
-
-def _register_lab() -> None:
-    """`dispatch lab` lives in `cli_lab` (its own concern: serving the lab and the real control plane)."""
-    from airflow_provider_dispatch.cli_lab import lab
-
-    main.add_command(lab)
-
-
-_register_lab()
 
 
 if __name__ == "__main__":

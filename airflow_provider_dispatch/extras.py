@@ -1,52 +1,59 @@
-"""The `lab` extra: what it brings, and the one line that says what to install when it is missing.
+"""The `lab` extra: the one seam between `dispatch` and the lab's commands, and the line that says what to install.
 
 The package without extras brings what an Airflow worker needs and nothing more. The lab (the local API server
-and its simulated cluster), the real control plane's launcher and `dispatch demo` import more: JSON patches, CEL
-validation of the CRDs, a CA for the real control plane. Those come with the `lab` extra (`pip install './[lab]'`
-in a clone: the package is on no index yet). A lab command run without them stops before anything starts,
-prints one line on standard error that names the command to run (`LAB_EXTRA_INSTALL`), and exits
-`EXIT_MISSING_EXTRA`, rather than failing with an ImportError deep inside the lab.
+and its simulated cluster, the real control plane's launcher, `dispatch lab` and `dispatch demo`) is a
+distribution of its own, `airflow-provider-dispatch-lab` (lab/ of the repository), which the `lab` extra
+installs. It offers its commands as entry points of the group `COMMANDS_GROUP`; `dispatch` looks one up, by name,
+only when it is asked for (`lab_command`), so this package never names, let alone imports, the lab's modules
+(tests/test_import_direction.py checks that by folder). A lab command asked of an installation without the lab
+stops before anything starts, prints one line on standard error that names the command to run
+(`LAB_EXTRA_INSTALL`), and exits `EXIT_MISSING_EXTRA`.
 
-Checked by `importlib.util.find_spec`, which finds a module without importing it: the check costs nothing and
-leaves `sys.modules` as it was.
+The lookup reads installed metadata only (`importlib.metadata.entry_points`): `dispatch status` never makes it,
+and `dispatch --help` makes it without importing anything of the lab but the module its commands live in.
 """
 
 from __future__ import annotations
 
-import importlib.util
-from collections.abc import Callable, Mapping
-from typing import Any, Final
+import importlib.metadata
+from typing import Final
 
 import click
 
-#: the distribution that brings each module the `lab` extra adds (pyproject's `[project.optional-dependencies]`)
-LAB_EXTRA_MODULES: Final[Mapping[str, str]] = {
-    "celpy": "cel-python",
-    "jsonpatch": "jsonpatch",
-    "cryptography": "cryptography",
-    # the real control plane's hollow kubelets reach the lab's machines over CRI (lab/real/cri.py, cri_stubs.py)
-    "grpc": "grpcio",
-    "grpc_tools": "grpcio-tools",
-}
-#: the package is on no index yet (docs/quickstart.md, "Install"): the extra is installed from a clone
-LAB_EXTRA_INSTALL: Final = "pip install './[lab]' in a clone of airflow-provider-dispatch (it is on no package index)"
+#: the distribution the `lab` extra installs (pyproject's `[project.optional-dependencies]`)
+LAB_DISTRIBUTION: Final = "airflow-provider-dispatch-lab"
+#: the entry point group in which the lab offers its `dispatch` commands (lab/pyproject.toml)
+COMMANDS_GROUP: Final = "airflow_provider_dispatch.commands"
+#: the commands the lab adds: asked for without it, they say what to install instead of "No such command"
+LAB_COMMANDS: Final = ("demo", "lab")
+#: neither distribution is on an index yet (docs/quickstart.md, "Install"): both are installed from a clone, by
+#: their paths (pip matches the lab's requirement of the provider to a path given plainly, not to `./[lab]`)
+LAB_EXTRA_INSTALL: Final = "pip install . ./lab in a clone of airflow-provider-dispatch (it is on no package index)"
 #: a lab command's exit code when the `lab` extra is not installed (docs/cli.rst, "Exit codes")
 EXIT_MISSING_EXTRA: Final = 4
 
 
-def missing_lab_distributions(find_spec: Callable[[str], Any] = importlib.util.find_spec) -> list[str]:
-    """The distributions of the `lab` extra whose module cannot be found, in a stable order."""
-    return sorted(dist for module, dist in LAB_EXTRA_MODULES.items() if find_spec(module) is None)
+def lab_command_names() -> list[str]:
+    """The commands the installed lab offers (none without it), sorted."""
+    return sorted({entry.name for entry in importlib.metadata.entry_points(group=COMMANDS_GROUP)})
 
 
-def missing_extra_message(command: str, missing: list[str]) -> str:
-    """One line: which command needs what, and the exact command that installs it."""
-    return f"{command} needs the lab extra (missing: {', '.join(missing)}): {LAB_EXTRA_INSTALL}"
+def lab_command(name: str) -> click.Command | None:
+    """The lab's command `name`, loaded from its entry point; None when no installed distribution offers it."""
+    for entry in importlib.metadata.entry_points(group=COMMANDS_GROUP, name=name):
+        command = entry.load()
+        if not isinstance(command, click.Command):
+            raise TypeError(f"entry point {entry.value} of {COMMANDS_GROUP} is not a click command")
+        return command
+    return None
 
 
-def require_lab_extra(command: str) -> None:
-    """Stop a lab command with `EXIT_MISSING_EXTRA` and one line on stderr when the `lab` extra is missing."""
-    missing = missing_lab_distributions()
-    if missing:
-        click.echo(missing_extra_message(command, missing), err=True)
-        raise click.exceptions.Exit(EXIT_MISSING_EXTRA)
+def missing_extra_message(command: str) -> str:
+    """One line: which command needs the lab, and the exact command that installs it."""
+    return f"{command} needs the lab extra ({LAB_DISTRIBUTION} is not installed): {LAB_EXTRA_INSTALL}"
+
+
+def missing_lab_command(words: list[str]) -> click.exceptions.Exit:
+    """Print the missing-extra line for `dispatch <words>` and return the exit to raise."""
+    click.echo(missing_extra_message(" ".join(["dispatch", *words])), err=True)
+    return click.exceptions.Exit(EXIT_MISSING_EXTRA)

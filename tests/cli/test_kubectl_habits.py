@@ -28,8 +28,8 @@ from .conftest import CliLab
 def kubectl() -> Path:
     """The real kubectl built with the control plane (`controlplane/build`), never built here: a test's time is
     bounded."""
-    from airflow_provider_dispatch.lab.real.binaries import locate
-    from airflow_provider_dispatch.lab.real.processes import ControlPlaneError
+    from airflow_provider_dispatch_lab.real.binaries import locate
+    from airflow_provider_dispatch_lab.real.processes import ControlPlaneError
 
     try:
         return locate(build=False).bin / "kubectl"

@@ -8,10 +8,10 @@ from aiohttp import web
 
 from airflow_provider_dispatch.dispatch import vocabulary as v
 from airflow_provider_dispatch.dispatch.assessment import Execution
-from airflow_provider_dispatch.lab.apiserver.errors import ApiError
-from airflow_provider_dispatch.lab.client import LabClient
-from airflow_provider_dispatch.lab.runtime import DEFAULT_TOKEN
-from airflow_provider_dispatch.lab.scenario import manifests
+from airflow_provider_dispatch_lab.apiserver.errors import ApiError
+from airflow_provider_dispatch_lab.client import LabClient
+from airflow_provider_dispatch_lab.runtime import DEFAULT_TOKEN
+from airflow_provider_dispatch_lab.scenario import manifests
 
 from .cluster import JOB_TRACKING_FINALIZER, Cluster
 from .conftest import DispatchLab, Handler, MakeAdapter

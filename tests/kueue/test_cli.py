@@ -12,7 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from airflow_provider_dispatch.lab.runtime import Lab
+from airflow_provider_dispatch_lab.runtime import Lab
 
 from .support import Steps, admission_of, admitted, ready
 

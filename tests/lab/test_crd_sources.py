@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from airflow_provider_dispatch.lab.real.binaries import locate
-from airflow_provider_dispatch.lab.real.processes import ControlPlaneError
+from airflow_provider_dispatch_lab.real.binaries import locate
+from airflow_provider_dispatch_lab.real.processes import ControlPlaneError
 
 ROOT = Path(__file__).resolve().parents[2]
 CRDS = ROOT / "airflow_provider_dispatch" / "lab" / "crds"

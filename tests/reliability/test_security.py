@@ -34,11 +34,11 @@ from airflow_provider_dispatch.dispatch.errors import (
     PodsRemainError,
     RefusedError,
 )
-from airflow_provider_dispatch.lab.apiserver.auth.auth import Authenticator, UserInfo
-from airflow_provider_dispatch.lab.apiserver.auth.rbac_setup import ADMIN_USER
-from airflow_provider_dispatch.lab.runtime import Lab, write_kubeconfig
-from airflow_provider_dispatch.lab.scenario import manifests
-from airflow_provider_dispatch.lab.scenario.pod_fence import install_pod_fence, remove_pod_fence
+from airflow_provider_dispatch_lab.apiserver.auth.auth import Authenticator, UserInfo
+from airflow_provider_dispatch_lab.apiserver.auth.rbac_setup import ADMIN_USER
+from airflow_provider_dispatch_lab.runtime import Lab, write_kubeconfig
+from airflow_provider_dispatch_lab.scenario import manifests
+from airflow_provider_dispatch_lab.scenario.pod_fence import install_pod_fence, remove_pod_fence
 
 from .harness import Journal
 
