@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from airflow_provider_dispatch.cli import main
+from airflow_provider_dispatch.cli.commands import main
 from airflow_provider_dispatch_lab.demo import (
     DemoOptions,
     LabVerdict,

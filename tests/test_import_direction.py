@@ -4,7 +4,7 @@ The rule is the folder. The provider is the package `airflow_provider_dispatch/`
 deployment or a cluster runs. The lab is another distribution with its own package, `airflow_provider_dispatch_lab`
 (lab/ of the repository), commands (`dispatch lab`, `dispatch demo`) included. No module of the provider imports
 it, with no exception: `dispatch` finds the lab's commands through entry points, by name
-(`airflow_provider_dispatch/extras.py`; docs/architecture.md, "The import rule").
+(`airflow_provider_dispatch/cli/extras.py`; docs/architecture.md, "The import rule").
 
 Every import counts: at module level, inside functions, under `TYPE_CHECKING`, relative ones, and
 `importlib.import_module("...")` with a literal name.

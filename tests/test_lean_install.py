@@ -28,7 +28,7 @@ from pathlib import Path
 import pytest
 from installs import lab_requirements, link_site, requirement_closure, top_level, worker_requirements
 
-from airflow_provider_dispatch.extras import EXIT_MISSING_EXTRA, missing_extra_message
+from airflow_provider_dispatch.cli.extras import EXIT_MISSING_EXTRA, missing_extra_message
 from airflow_provider_dispatch.get_provider_info import get_provider_info
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -26,7 +26,7 @@ from packaging.requirements import Requirement
 
 import airflow_provider_dispatch
 import airflow_provider_dispatch_lab
-from airflow_provider_dispatch.extras import COMMANDS_GROUP, LAB_COMMANDS, LAB_DISTRIBUTION
+from airflow_provider_dispatch.cli.extras import COMMANDS_GROUP, LAB_COMMANDS, LAB_DISTRIBUTION
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "airflow_provider_dispatch"
@@ -115,7 +115,7 @@ def test_wheel_has_the_package_data(wheel: zipfile.ZipFile) -> None:
     for name in roles:
         assert f"airflow_provider_dispatch/deploy/rbac/{name}" in names
     assert "airflow_provider_dispatch/py.typed" in names
-    assert "airflow_provider_dispatch/cli.py" in names
+    assert "airflow_provider_dispatch/cli/commands.py" in names
     dags = sorted(p.name for p in (ROOT / "example_dags").glob("*.py"))
     assert "lost_node_drill.py" in dags
     for dag in dags:
@@ -150,7 +150,7 @@ def test_wheel_metadata(wheel: zipfile.ZipFile) -> None:
 
     parsed = entry_points_of(wheel)
     assert COMMANDS_GROUP not in parsed, "the provider offers no command to itself: the lab does"
-    assert dict(parsed["console_scripts"]) == {"dispatch": "airflow_provider_dispatch.cli:main"}
+    assert dict(parsed["console_scripts"]) == {"dispatch": "airflow_provider_dispatch.cli.commands:main"}
     assert dict(parsed["apache_airflow_provider"]) == {
         "provider_info": "airflow_provider_dispatch.get_provider_info:get_provider_info"
     }
@@ -232,7 +232,7 @@ def test_the_image_is_the_wheel_built_from_exactly_what_its_first_stage_copies(
     import shlex
     import shutil
 
-    from airflow_provider_dispatch.cli import main as dispatch_cli
+    from airflow_provider_dispatch.cli.commands import main as dispatch_cli
 
     build, image = containerfile_stages()
     context = tmp_path / "src"

@@ -3,7 +3,8 @@ controls of a served lab (`lab node`, `lab pod`, `lab clock`, `lab verdict`: `cl
 (the lost-node drill, `demo.py`).
 
 The provider's `dispatch` group finds the two commands here, `lab` and `demo`, through this distribution's entry
-points (lab/pyproject.toml; the provider's `extras.py` looks them up), so the provider names nothing of the lab.
+points (lab/pyproject.toml; the provider's `cli/extras.py` looks them up), so the provider names nothing of the
+lab.
 Bad options are usage errors (exit 2) before anything starts or is written; a port already in use is one line on
 stderr (exit 1). `lab serve` creates no folder: the kubeconfigs go into a folder that must
 exist, and it prints every file it writes. With `--tls` the keys live in a temporary folder removed at exit; the
@@ -22,7 +23,7 @@ from typing import Any
 
 import click
 
-from airflow_provider_dispatch.cli_options import workdir_option
+from airflow_provider_dispatch.cli.options import workdir_option
 from airflow_provider_dispatch_lab.cli_controls import COMMANDS as CONTROL_COMMANDS
 
 

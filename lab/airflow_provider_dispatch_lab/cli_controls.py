@@ -28,7 +28,8 @@ from typing import Any, Final, NoReturn
 
 import click
 
-from airflow_provider_dispatch.cli_options import Timeout, checked
+from airflow_provider_dispatch.cli.options import Timeout, checked
+from airflow_provider_dispatch.cli.status_view import EXIT_REFUSED, EXIT_UNREACHABLE, table
 from airflow_provider_dispatch.dispatch.errors import InvalidNameError
 from airflow_provider_dispatch.dispatch.validation import (
     parse_ref,
@@ -36,7 +37,6 @@ from airflow_provider_dispatch.dispatch.validation import (
     validate_node_name,
     validate_trainjob_name,
 )
-from airflow_provider_dispatch.status_view import EXIT_REFUSED, EXIT_UNREACHABLE, table
 
 Obj = dict[str, Any]
 #: `verdict`'s exit code when the promise was broken (any overlap)

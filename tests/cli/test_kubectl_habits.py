@@ -18,8 +18,8 @@ import pytest
 import yaml
 from dispatch_lab.cluster import Cluster
 
+from airflow_provider_dispatch.cli.durations import INVALID_TIMEOUT, parse_timeout
 from airflow_provider_dispatch.dispatch import AsyncDispatchAdapter, DispatchAdapter, vocabulary
-from airflow_provider_dispatch.durations import INVALID_TIMEOUT, parse_timeout
 
 from .conftest import CliLab
 

@@ -16,8 +16,8 @@ import click
 from click.testing import CliRunner
 
 import airflow_provider_dispatch_lab.cli
-from airflow_provider_dispatch.cli import main
-from airflow_provider_dispatch.extras import LAB_COMMANDS, lab_command, lab_command_names, missing_extra_message
+from airflow_provider_dispatch.cli.commands import main
+from airflow_provider_dispatch.cli.extras import LAB_COMMANDS, lab_command, lab_command_names, missing_extra_message
 
 
 def test_the_installed_lab_offers_exactly_its_commands() -> None:
@@ -44,7 +44,7 @@ def test_a_provider_command_does_not_import_the_lab() -> None:
     probe = (
         "import json, sys\n"
         "from click.testing import CliRunner\n"
-        "from airflow_provider_dispatch.cli import main\n"
+        "from airflow_provider_dispatch.cli.commands import main\n"
         "result = CliRunner().invoke(main, ['status', '--help'])\n"
         "lab = sorted(m for m in sys.modules if m.startswith('airflow_provider_dispatch_lab'))\n"
         "print(json.dumps([result.exit_code, lab]))\n"

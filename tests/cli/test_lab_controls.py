@@ -24,7 +24,7 @@ import yaml
 from click.testing import CliRunner, Result
 from served_lab import Served, serve, stop
 
-from airflow_provider_dispatch.cli import main
+from airflow_provider_dispatch.cli.commands import main
 from airflow_provider_dispatch.dispatch import DispatchAdapter
 from airflow_provider_dispatch.dispatch.assessment import Execution
 from airflow_provider_dispatch.dispatch.errors import HoldSettlingError, SuspensionNotObservedError

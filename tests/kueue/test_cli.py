@@ -16,7 +16,7 @@ from airflow_provider_dispatch_lab.runtime import Lab
 
 from .support import Steps, admission_of, admitted, ready
 
-COMMAND = [sys.executable, "-m", "airflow_provider_dispatch.cli", "admission-controller"]
+COMMAND = [sys.executable, "-m", "airflow_provider_dispatch.cli.commands", "admission-controller"]
 
 
 def test_the_command_admits_then_stops_on_sigterm(steps: Steps, kueue_lab: Lab, tmp_path: Path) -> None:

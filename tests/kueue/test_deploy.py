@@ -21,7 +21,7 @@ import pytest
 import yaml
 from kubernetes.client import ApiException
 
-from airflow_provider_dispatch.cli import main as dispatch_cli
+from airflow_provider_dispatch.cli.commands import main as dispatch_cli
 from airflow_provider_dispatch.dispatch import vocabulary as v
 from airflow_provider_dispatch.kueue.controller import ControllerOptions
 from airflow_provider_dispatch.kueue.leader import ElectionConfig

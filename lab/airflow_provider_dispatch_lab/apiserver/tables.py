@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable
 from datetime import datetime
 from typing import Any
 
-from airflow_provider_dispatch.status_view import human_duration
+from airflow_provider_dispatch.cli.status_view import human_duration
 from airflow_provider_dispatch_lab.apiserver import errors
 from airflow_provider_dispatch_lab.apiserver.registry.resources import ResourceType
 

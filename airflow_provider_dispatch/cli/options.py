@@ -20,10 +20,10 @@ from typing import Any, Final
 
 import click
 
+from airflow_provider_dispatch.cli.durations import parse_timeout
+from airflow_provider_dispatch.cli.status_view import render_document, usage_error_dict
 from airflow_provider_dispatch.dispatch.errors import InvalidNameError
 from airflow_provider_dispatch.dispatch.validation import parse_ref, validate_namespace, validate_trainjob_name
-from airflow_provider_dispatch.durations import parse_timeout
-from airflow_provider_dispatch.status_view import render_document, usage_error_dict
 
 #: `-o` values; `text` is the table (the default), kept as a name because scripts already pass it
 OUTPUTS: Final = ("text", "wide", "json", "yaml")

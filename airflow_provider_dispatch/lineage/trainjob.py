@@ -35,7 +35,7 @@ def trainjob_lineage(ref: Ref, task_instance: Any) -> Any:
     try:
         from airflow.providers.openlineage.extractors import OperatorLineage
 
-        from airflow_provider_dispatch.lineage_facets import ExecutionRunFacet, TrainJobJobFacet
+        from airflow_provider_dispatch.lineage.facets import ExecutionRunFacet, TrainJobJobFacet
     except ImportError:
         log.debug("OpenLineage is not installed: no lineage facets")
         return None

@@ -15,15 +15,9 @@ from typing import TYPE_CHECKING, Generic, NoReturn, TypeVar
 
 import click
 
-from airflow_provider_dispatch.cli_options import MACHINE_OUTPUTS, ClusterOptions
-from airflow_provider_dispatch.dispatch import vocabulary
-from airflow_provider_dispatch.dispatch.assessment import Mode, Status
-from airflow_provider_dispatch.dispatch.errors import DispatchError, RefusedError
-from airflow_provider_dispatch.dispatch.programs import Listed, server_time
-from airflow_provider_dispatch.dispatch.validation import parse_ref
-from airflow_provider_dispatch.dispatch.vocabulary import ApiCoordinates
-from airflow_provider_dispatch.list_view import changed_rows, list_document, render_list_rows
-from airflow_provider_dispatch.status_view import (
+from airflow_provider_dispatch.cli.list_view import changed_rows, list_document, render_list_rows
+from airflow_provider_dispatch.cli.options import MACHINE_OUTPUTS, ClusterOptions
+from airflow_provider_dispatch.cli.status_view import (
     EXIT_OK,
     EXIT_REFUSED,
     creation_time,
@@ -32,6 +26,12 @@ from airflow_provider_dispatch.status_view import (
     render_document,
     render_text,
 )
+from airflow_provider_dispatch.dispatch import vocabulary
+from airflow_provider_dispatch.dispatch.assessment import Mode, Status
+from airflow_provider_dispatch.dispatch.errors import DispatchError, RefusedError
+from airflow_provider_dispatch.dispatch.programs import Listed, server_time
+from airflow_provider_dispatch.dispatch.validation import parse_ref
+from airflow_provider_dispatch.dispatch.vocabulary import ApiCoordinates
 
 if TYPE_CHECKING:
     from airflow_provider_dispatch.dispatch.sync_adapter import DispatchAdapter
@@ -82,8 +82,8 @@ def _adapter(options: ClusterOptions) -> DispatchAdapter:
 
 
 def _watch(read: Callable[[DispatchAdapter, datetime], _T], shown: Shown[_T], options: ClusterOptions) -> None:
-    """--watch: Ctrl-C is a message from here on (cli_watch.interrupts), through the first read and the close."""
-    from airflow_provider_dispatch.cli_watch import interrupts, watch
+    """--watch: Ctrl-C is a message from here on (watch.interrupts), through the first read and the close."""
+    from airflow_provider_dispatch.cli.watch import interrupts, watch
 
     with interrupts() as inbox, _adapter(options) as adapter:
         watch(

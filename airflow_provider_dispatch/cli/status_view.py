@@ -82,7 +82,7 @@ def human_duration(seconds: float) -> str:
 
 def age(created: datetime | None, now: datetime) -> str:
     """AGE as kubectl shows it, against `now` (the API server's clock, as `kubectl get`'s server-printed AGE is:
-    `cli_report.server_now`); `<unknown>` when unknown."""
+    `report.server_now`); `<unknown>` when unknown."""
     if created is None:
         return UNKNOWN_AGE
     return human_duration((now - created).total_seconds())

@@ -6,7 +6,7 @@ Kept free of Airflow imports so that `dispatch status` and `dispatch lab` start 
 `dispatch status`, `find` and `list` write nothing: they run on a read-only adapter, which refuses any write
 before it is sent (dispatch/sync_adapter.py). Their arguments are validated before the kubeconfig is even
 read, so a name such as `a,b` is a usage error (exit 2) and never becomes a request. Their options are kubectl's
-(cli_options.py); how they run and print, once or with --watch, is cli_report.py's. Exit codes are
+(options.py); how they run and print, once or with --watch, is report.py's. Exit codes are
 `status_view.EXIT_*`: 0 the status was printed; 1 refused (not found, not managed by dispatch, forbidden, an
 unloadable kubeconfig, a listed TrainJob that could not be assessed); 2 usage; 3 unreachable or a failed call
 worth retrying; 130 interrupted by Ctrl-C before the answer (`DispatchGroup`).
@@ -23,7 +23,8 @@ import click
 import yaml
 
 from airflow_provider_dispatch import __version__
-from airflow_provider_dispatch.cli_options import (
+from airflow_provider_dispatch.cli.extras import LAB_COMMANDS, lab_command, lab_command_names, missing_lab_command
+from airflow_provider_dispatch.cli.options import (
     ClusterOptions,
     OutputCommand,
     checked,
@@ -31,14 +32,13 @@ from airflow_provider_dispatch.cli_options import (
     resolve_namespace,
     trainjob_argument,
 )
-from airflow_provider_dispatch.cli_report import list_shown, report, status_shown, with_created
+from airflow_provider_dispatch.cli.report import list_shown, report, status_shown, with_created
+from airflow_provider_dispatch.cli.status_view import EXIT_INTERRUPTED
 from airflow_provider_dispatch.dispatch.errors import DispatchError
 from airflow_provider_dispatch.dispatch.evidence import DEFAULT_SETTLE_SECONDS
 from airflow_provider_dispatch.dispatch.nodes import DEFAULT_CLOCK_SKEW_SECONDS
 from airflow_provider_dispatch.dispatch.policy import RISKS
 from airflow_provider_dispatch.dispatch.validation import Ref, validate_job_id, validate_namespace
-from airflow_provider_dispatch.extras import LAB_COMMANDS, lab_command, lab_command_names, missing_lab_command
-from airflow_provider_dispatch.status_view import EXIT_INTERRUPTED
 
 
 class DispatchGroup(click.Group):
@@ -290,7 +290,7 @@ def admission_controller(
     lines on stderr. Exit 0 after SIGTERM or SIGINT, 1 when the kubeconfig or in-cluster configuration cannot be
     loaded, 4 when --http-bind-address is given without the controller extra.
     """
-    from airflow_provider_dispatch.extras import EXIT_MISSING_EXTRA
+    from airflow_provider_dispatch.cli.extras import EXIT_MISSING_EXTRA
     from airflow_provider_dispatch.kueue.controller import ControllerOptions
     from airflow_provider_dispatch.kueue.endpoints import (
         CONTROLLER_EXTRA_INSTALL,

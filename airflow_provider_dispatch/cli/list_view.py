@@ -15,10 +15,10 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, Final
 
+from airflow_provider_dispatch.cli.status_view import age, error_dict, table
 from airflow_provider_dispatch.dispatch.assessment import Mode, State, Status
 from airflow_provider_dispatch.dispatch.programs import Listed
 from airflow_provider_dispatch.dispatch.vocabulary import parse_time
-from airflow_provider_dispatch.status_view import age, error_dict, table
 
 #: kubectl's placeholder for an empty cell
 NONE: Final = "<none>"
