@@ -1,4 +1,4 @@
-"""The two consistent pod reads (DESIGN §3.2, programs.py) give the same answer through the real clients, and the
+"""The two consistent pod reads (DESIGN §3.2, programs/pods.py) give the same answer through the real clients, and the
 pinned read stays one snapshot while the namespace changes between its two lists."""
 
 from __future__ import annotations

@@ -120,14 +120,14 @@ MUTANTS: tuple[Mutant, ...] = (
     # --- the record --------------------------------------------------------------------------------------------
     Mutant(
         "hold-record",
-        "dispatch/programs.py",
+        "dispatch/programs/holding.py",
         "yield from _replace(v.TRAINJOB, hold_body(trainjob, made.to_annotation()), text)",
         "yield from _replace(v.TRAINJOB, hold_body(trainjob), text)",
         "the hold records the execution's pods, so a later force deletion or label edit cannot hide them",
     ),
     Mutant(
         "hold-records-a-held-object",
-        "dispatch/programs.py",
+        "dispatch/programs/holding.py",
         "    if is_held(trainjob):\n        yield from ensure_record(trainjob, obj, page_size=page_size)\n",
         "    if is_held(trainjob):\n",
         "a TrainJob suspended by someone else is recorded when dispatch first sees it held (fencing.py)",
@@ -209,7 +209,7 @@ MUTANTS: tuple[Mutant, ...] = (
     # --- the write, the runtime, the names ---------------------------------------------------------------------
     Mutant(
         "conditional-write",
-        "dispatch/programs.py",
+        "dispatch/programs/releasing.py",
         "        fence=checked.fence.identity,\n    )\n    try:\n",
         "        fence=checked.fence.identity,\n    )\n"
         "    fresh = yield from read_trainjob(target)  # the write no longer depends on what was checked\n"
@@ -242,7 +242,7 @@ MUTANTS: tuple[Mutant, ...] = (
     # --- the record that only grows, the deleted Node, the namesake's predecessor (issue 26) -------------------
     Mutant(
         "record-grows-with-listed-pods",
-        "dispatch/programs.py",
+        "dispatch/programs/releasing.py",
         "record = grown(record, pods=drained.pods, nodes=drained.nodes, now=drained.server_now)",
         "record = grown(record, pods=(), nodes=drained.nodes, now=drained.server_now)",
         "a pod bound or created after the hold's record, then listed, keeps blocking after a force deletion (#26, 1-2)",

@@ -231,7 +231,8 @@ async def test_an_identity_that_may_not_read_the_pod_fence_is_told_which_role_to
 ) -> None:
     """The writer without dispatch-fence-reader (`no-nodes`, dispatch-writer alone), with `require_pod_fence`:
     the check cannot verify the fence, refuses with the role to grant, and writes nothing. The fence is the check's
-    last read (after the pods, programs.py), so the previous execution left no pod here: nothing else refuses."""
+    last read (after the pods, programs/releasing.py), so the previous execution left no pod here: nothing else
+    refuses."""
     install_pod_fence(rbac_lab.admin)
     try:
         no_fence = await adapters("no-nodes", require_pod_fence=True)
