@@ -27,7 +27,8 @@ COMMANDS_GROUP: Final = "airflow_provider_dispatch.commands"
 #: the commands the lab adds: asked for without it, they say what to install instead of "No such command"
 LAB_COMMANDS: Final = ("demo", "lab")
 #: neither distribution is on an index yet (docs/quickstart.md, "Install"): both are installed from a clone, by
-#: their paths (pip matches the lab's requirement of the provider to a path given plainly, not to `./[lab]`)
+#: their paths given plainly (pip 23.2 matches the lab's requirement of the provider to `./[lab]` only when that
+#: path comes first, pypa/pip#8785)
 LAB_EXTRA_INSTALL: Final = "pip install . ./lab in a clone of airflow-provider-dispatch (it is on no package index)"
 #: a lab command's exit code when the `lab` extra is not installed (docs/cli.rst, "Exit codes")
 EXIT_MISSING_EXTRA: Final = 4
