@@ -59,10 +59,10 @@ class DispatchGroup(click.Group):
     def resolve_command(
         self, ctx: click.Context, args: list[str]
     ) -> tuple[str | None, click.Command | None, list[str]]:
-        name = args[0] if args else None
-        if name in LAB_COMMANDS and self.get_command(ctx, name) is None:
+        if args and args[0] in LAB_COMMANDS and self.get_command(ctx, args[0]) is None:
             # `dispatch lab serve`: the subcommand too, when one is given, so the line names what was asked
-            raise missing_lab_command([name, *args[1:2]] if args[1:2] and not args[1].startswith("-") else [name])
+            subcommand = args[1:2] if args[1:2] and not args[1].startswith("-") else []
+            raise missing_lab_command([args[0], *subcommand])
         return super().resolve_command(ctx, args)
 
     def invoke(self, ctx: click.Context) -> Any:
