@@ -227,6 +227,7 @@ def demo(dags_folder: Path | None, speed: float, fence_after_seconds: float, wor
     ceased; the release waits for PodGC and admits the next execution. Prints what happened and the lab's own
     verdict (no two executions ran at once). Exit 0 when the drill ran and the verdict holds, else 1.
     """
+    # imported when run: `dispatch --help` loads this module (the entry points) and needs none of the drill
     from airflow_provider_dispatch_lab.demo import DemoOptions, find_dags_folder, run_demo
 
     folder = dags_folder or find_dags_folder()
