@@ -20,6 +20,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(HERE / "_ext"))
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "lab"))  # the lab's package, a distribution of its own in lab/
 os.environ.setdefault("AIRFLOW_HOME", tempfile.mkdtemp(prefix="dispatch-docs-airflow-"))
 
 from airflow_provider_dispatch import __version__  # noqa: E402

@@ -4,7 +4,7 @@ What it shows, step by step:
 
 1. `check_lab`: both connections reach the dispatch lab, or the run stops here (the chaos steps below would
    freeze a real machine on a real cluster: they refuse any API server whose `/version` gitCommit is not the
-   lab's marker, `airflow_provider_dispatch.lab.apiserver.discovery.LAB_GIT_COMMIT`);
+   lab's marker, `airflow_provider_dispatch_lab.apiserver.discovery.LAB_GIT_COMMIT`);
 2. `open`: create the TrainJob held and release it: admission 1;
 3. `wait_running`: until every pod of admission 1 is Running;
 4. `freeze_node`: freeze the machine under the first pod, through the Node annotation
@@ -54,13 +54,13 @@ from airflow.sdk import Param, PokeReturnValue, get_current_context, task
 from dispatch_examples import KUBERNETES_CONN_ID, NAME, NAMESPACE, example_dag, runtime_param, trainjob_manifest
 
 from airflow_provider_dispatch.hooks.errors import airflow_errors
-from airflow_provider_dispatch.lab.scenario import drill
 from airflow_provider_dispatch.operators.trainjob import (
     TrainJobHoldOperator,
     TrainJobOpenOperator,
     TrainJobReleaseOperator,
 )
 from airflow_provider_dispatch.sensors.pods_drained import PodsDrainedSensor
+from airflow_provider_dispatch_lab.scenario import drill
 
 #: a wait that outlasts the drill by far: its timeout bounds a broken lab, not the drill
 WAIT_TIMEOUT = 1800.0

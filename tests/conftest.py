@@ -24,10 +24,10 @@ import pytest
 import pytest_timeout
 from servers import SERVERS, Server
 
-from airflow_provider_dispatch.lab.real import RealCluster
-from airflow_provider_dispatch.lab.real.binaries import locate
-from airflow_provider_dispatch.lab.runtime import Lab, write_kubeconfig
-from airflow_provider_dispatch.lab.scenario import manifests
+from airflow_provider_dispatch_lab.real import RealCluster
+from airflow_provider_dispatch_lab.real.binaries import locate
+from airflow_provider_dispatch_lab.runtime import Lab, write_kubeconfig
+from airflow_provider_dispatch_lab.scenario import manifests
 
 FIXTURE_PHASE_TIMEOUT = 900.0
 """Seconds a test's setup (or its teardown) may take before pytest-timeout dumps every thread's stack and fails

@@ -45,13 +45,25 @@ def worker_requirements() -> list[str]:
     return [Requirement(text).name for text in requires if Requirement(text).marker is None]
 
 
-def lab_requirements() -> list[str]:
-    requires = importlib.metadata.requires("airflow-provider-dispatch") or []
+#: the two distributions of this repository: the provider and its lab (lab/), which the `lab` extra installs
+PROVIDER, LAB = "airflow-provider-dispatch", "airflow-provider-dispatch-lab"
+
+
+def lab_extra() -> list[str]:
+    """The distributions the provider's `lab` extra asks for (the lab's own distribution)."""
+    requires = importlib.metadata.requires(PROVIDER) or []
     return [
         Requirement(text).name
         for text in requires
         if (marker := Requirement(text).marker) is not None and marker.evaluate({"extra": "lab"})
     ]
+
+
+def lab_requirements() -> list[str]:
+    """What the lab's distribution asks for besides the provider: what the `lab` extra adds to a worker's install."""
+    requires = importlib.metadata.requires(LAB) or []
+    names = [Requirement(text).name for text in requires if Requirement(text).marker is None]
+    return [name for name in names if canonical(name) != PROVIDER]
 
 
 def link_site(folder: Path, keep: Callable[[str], bool]) -> Path:

@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from typing import TypeVar
 
-from airflow_provider_dispatch.lab.runtime import Lab
+from airflow_provider_dispatch_lab.runtime import Lab
 
 T = TypeVar("T")
 

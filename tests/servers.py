@@ -23,9 +23,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from airflow_provider_dispatch.lab.real import RealCluster
-from airflow_provider_dispatch.lab.runtime import Lab
-from airflow_provider_dispatch.lab.scenario import manifests
+from airflow_provider_dispatch_lab.real import RealCluster
+from airflow_provider_dispatch_lab.runtime import Lab
+from airflow_provider_dispatch_lab.scenario import manifests
 
 T = TypeVar("T")
 SERVERS = ("lab", "real")

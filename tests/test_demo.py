@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from airflow_provider_dispatch.cli import main
-from airflow_provider_dispatch.demo import (
+from airflow_provider_dispatch.cli.commands import main
+from airflow_provider_dispatch_lab.demo import (
     DemoOptions,
     LabVerdict,
     LogRecord,
@@ -26,7 +26,7 @@ from airflow_provider_dispatch.demo import (
     render_summary,
     wait_reasons,
 )
-from airflow_provider_dispatch.lab.truth.verdict import TrainJobVerdict
+from airflow_provider_dispatch_lab.truth.verdict import TrainJobVerdict
 
 ROOT = Path(__file__).resolve().parents[1]
 DISPATCH = Path(sys.executable).with_name("dispatch")

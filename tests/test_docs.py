@@ -26,14 +26,14 @@ import kubernetes
 import pytest
 import yaml
 
+from airflow_provider_dispatch.cli.status_view import render_text
 from airflow_provider_dispatch.dispatch import reasons
 from airflow_provider_dispatch.dispatch.assessment import assess
 from airflow_provider_dispatch.dispatch.evidence import HoldEvidence
 from airflow_provider_dispatch.dispatch.fencing import recorded
 from airflow_provider_dispatch.dispatch.vocabulary import TAINT_OUT_OF_SERVICE
 from airflow_provider_dispatch.get_provider_info import get_provider_info
-from airflow_provider_dispatch.lab.runtime import Lab
-from airflow_provider_dispatch.status_view import render_text
+from airflow_provider_dispatch_lab.runtime import Lab
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"

@@ -1,11 +1,10 @@
 """Dependencies point one way: the provider never imports the lab; the lab may import the provider.
 
-The provider is what an Airflow deployment or a cluster runs (`dispatch/`, `kueue/`, `hooks/`, `operators/`,
-`sensors/`, `triggers/`, the `dispatch` command's provider commands and the top-level helpers). The lab side is
-`lab/` and the command modules that drive it, `cli_lab.py` and `cli_lab_controls.py` (`dispatch lab`) and `demo.py`
-(`dispatch demo`).
-The only seam is `cli.py`, the `dispatch` command group itself: it names the two lab-side command modules, inside
-functions, and nothing else of the lab side (docs/architecture.md, "The import rule").
+The rule is the folder. The provider is the package `airflow_provider_dispatch/`, all of it: what an Airflow
+deployment or a cluster runs. The lab is another distribution with its own package, `airflow_provider_dispatch_lab`
+(lab/ of the repository), commands (`dispatch lab`, `dispatch demo`) included. No module of the provider imports
+it, with no exception: `dispatch` finds the lab's commands through entry points, by name
+(`airflow_provider_dispatch/cli/extras.py`; docs/architecture.md, "The import rule").
 
 Every import counts: at module level, inside functions, under `TYPE_CHECKING`, relative ones, and
 `importlib.import_module("...")` with a literal name.
@@ -22,12 +21,9 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = "airflow_provider_dispatch"
-LAB = f"{PACKAGE}.lab"
-#: the modules outside `lab/` that belong to the lab side: they start and drive a lab
-LAB_SIDE_MODULES = frozenset({f"{PACKAGE}.cli_lab", f"{PACKAGE}.cli_lab_controls", f"{PACKAGE}.demo"})
-#: the one seam: the `dispatch` group registers `dispatch lab` and runs `dispatch demo`, importing their modules
-#: inside functions (never the lab itself)
-SEAM = frozenset({(f"{PACKAGE}.cli", f"{PACKAGE}.cli_lab"), (f"{PACKAGE}.cli", f"{PACKAGE}.demo")})
+#: the lab's package, in its own distribution's folder
+LAB = "airflow_provider_dispatch_lab"
+LAB_ROOT = ROOT / "lab"
 
 
 @dataclass(frozen=True)
@@ -44,8 +40,8 @@ def module_name(path: Path, root: Path = ROOT) -> str:
     return ".".join(parts)
 
 
-def is_lab_side(module: str) -> bool:
-    return module == LAB or module.startswith(LAB + ".") or module in LAB_SIDE_MODULES
+def is_lab(module: str) -> bool:
+    return module == LAB or module.startswith(LAB + ".")
 
 
 def _absolute(module: str, is_package: bool, level: int, name: str | None) -> str:
@@ -92,26 +88,25 @@ def imports_of(path: Path, root: Path = ROOT) -> Iterator[Import]:
 
 
 def crossings(path: Path, root: Path = ROOT) -> list[str]:
-    """The imports of one provider module that reach the lab side and are not the seam."""
-    module = module_name(path, root)
-    found: dict[int, str] = {}  # one line per import statement: its first lab-side name
+    """The imports of one provider module that reach the lab."""
+    found: dict[int, str] = {}  # one line per import statement: its first name of the lab
     for imported in imports_of(path, root):
-        if not is_lab_side(imported.target) or imported.line in found:
-            continue
-        if (module, imported.target) in SEAM and imported.in_function:
+        if not is_lab(imported.target) or imported.line in found:
             continue
         where = "inside a function" if imported.in_function else "at module level"
         found[imported.line] = f"{path.relative_to(root)}:{imported.line} imports {imported.target} ({where})"
     return list(found.values())
 
 
-PROVIDER_MODULES = sorted(path for path in (ROOT / PACKAGE).rglob("*.py") if not is_lab_side(module_name(path)))
+PROVIDER_MODULES = sorted((ROOT / PACKAGE).rglob("*.py"))
 
 
 def test_the_provider_and_the_lab_are_both_found() -> None:
-    lab_side = [path for path in (ROOT / PACKAGE).rglob("*.py") if is_lab_side(module_name(path))]
+    lab = [module_name(path, LAB_ROOT) for path in (LAB_ROOT / LAB).rglob("*.py")]
     assert len(PROVIDER_MODULES) > 50, PROVIDER_MODULES
-    assert len(lab_side) > 50, lab_side
+    assert len(lab) > 50, lab
+    assert all(is_lab(module) for module in lab)
+    assert {f"{LAB}.cli", f"{LAB}.demo", f"{LAB}.runtime"} <= set(lab)
     assert {module_name(p) for p in PROVIDER_MODULES} >= {
         f"{PACKAGE}.cli",
         f"{PACKAGE}.kueue.controller",
@@ -123,32 +118,29 @@ def test_the_provider_and_the_lab_are_both_found() -> None:
 @pytest.mark.parametrize("path", PROVIDER_MODULES, ids=lambda p: str(p.relative_to(ROOT / PACKAGE)))
 def test_a_provider_module_never_imports_the_lab(path: Path) -> None:
     found = crossings(path)
-    assert not found, "the provider imports the lab side:\n" + "\n".join(found)
-
-
-def test_the_seam_is_used_as_declared() -> None:
-    """The allowed imports exist (a stale allowance would hide a new crossing elsewhere in `cli.py`)."""
-    cli = ROOT / PACKAGE / "cli.py"
-    seen = {(module_name(cli), i.target) for i in imports_of(cli) if i.in_function}
-    assert seen >= SEAM
+    assert not found, "the provider imports the lab:\n" + "\n".join(found)
 
 
 @pytest.mark.parametrize(
     ("source", "crossing"),
     [
-        ("from airflow_provider_dispatch.lab.simulated.cluster import ClusterContext\n", "at module level"),
-        ("def f():\n    from airflow_provider_dispatch.lab import drill\n", "inside a function"),
-        ("import airflow_provider_dispatch.lab.runtime\n", "at module level"),
-        ("from airflow_provider_dispatch import lab\n", "at module level"),
-        ("from ..lab.scenario import Scenario\n", "at module level"),
-        ("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from ..lab import runtime\n", "at module level"),
+        ("from airflow_provider_dispatch_lab.simulated.cluster import ClusterContext\n", "at module level"),
+        ("def f():\n    from airflow_provider_dispatch_lab import drill\n", "inside a function"),
+        ("import airflow_provider_dispatch_lab.runtime\n", "at module level"),
+        ("import airflow_provider_dispatch_lab as lab\n", "at module level"),
+        (
+            "from typing import TYPE_CHECKING\n"
+            "if TYPE_CHECKING:\n    from airflow_provider_dispatch_lab import runtime\n",
+            "at module level",
+        ),
         (
             "import importlib\ndef f():\n    "
-            "importlib.import_module('airflow_provider_dispatch.lab.scenario.presets')\n",
+            "importlib.import_module('airflow_provider_dispatch_lab.scenario.presets')\n",
             "inside",
         ),
-        ("from airflow_provider_dispatch.demo import run_demo\n", "at module level"),
-        ("def f():\n    from airflow_provider_dispatch.cli_lab import lab\n", "inside a function"),
+        ("from airflow_provider_dispatch_lab.demo import run_demo\n", "at module level"),
+        ("def f():\n    from airflow_provider_dispatch_lab.cli import lab\n", "inside a function"),
+        ("def f():\n    return __import__('airflow_provider_dispatch_lab')\n", "inside a function"),
     ],
 )
 def test_the_check_sees_every_kind_of_crossing(tmp_path: Path, source: str, crossing: str) -> None:
@@ -160,3 +152,13 @@ def test_the_check_sees_every_kind_of_crossing(tmp_path: Path, source: str, cros
     found = crossings(module, root=tmp_path)
     assert found, source
     assert all(crossing in line for line in found), found
+
+
+def test_the_check_reads_names_not_prefixes(tmp_path: Path) -> None:
+    """A provider module whose name merely begins like the lab's (or a relative import, which cannot leave the
+    provider's package) is not a crossing."""
+    package = tmp_path / PACKAGE / "kueue"
+    package.mkdir(parents=True)
+    module = package / "probe.py"
+    module.write_text("import airflow_provider_dispatch_labels\nfrom ..lab import x\nfrom . import lab\n")
+    assert crossings(module, root=tmp_path) == []

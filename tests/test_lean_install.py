@@ -6,12 +6,13 @@ extra that nothing a worker installs imports anyway: `cryptography` is in the ex
 CA but Airflow itself requires and imports it, so only `celpy` and `jsonpatch` can tell.
 
 The wheel test builds the wheel as a release would (pip, build isolation, the package index only), installs it
-into a new virtual environment, and runs there what a worker runs; then it adds the extra and checks that the
-demo's DAG ships in the wheel. The new environment gets its dependencies from this test environment rather than
-from the package index: a folder of links to exactly the distributions the wheel's requirements need,
-transitively (their installed metadata says which), and for the extra a second folder with those of `[lab]`. A
-worker's dependencies are some 290 distributions; downloading them again took 17 minutes on a busy machine (this
-package index sends nothing pip may cache), this takes seconds.
+into a new virtual environment, and runs there what a worker runs; then it adds the extra (the lab's own wheel,
+built from lab/, and what that requires) and checks that the demo finds its DAG in the provider's wheel. The new
+environment gets its dependencies from this test environment rather than from the package index: a folder of
+links to exactly the distributions the wheel's requirements need, transitively (their installed metadata says
+which), and for the extra a second folder with those of the lab. A worker's dependencies are some 290
+distributions; downloading them again took 17 minutes on a busy machine (this package index sends nothing pip
+may cache), this takes seconds.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from pathlib import Path
 import pytest
 from installs import lab_requirements, link_site, requirement_closure, top_level, worker_requirements
 
-from airflow_provider_dispatch.extras import EXIT_MISSING_EXTRA, LAB_EXTRA_INSTALL, LAB_EXTRA_MODULES
+from airflow_provider_dispatch.cli.extras import EXIT_MISSING_EXTRA, missing_extra_message
 from airflow_provider_dispatch.get_provider_info import get_provider_info
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -41,7 +42,7 @@ PROBE = textwrap.dedent(
     lab_only = set(sys.argv[2:])
     print(json.dumps(sorted(
         name for name in sys.modules
-        if name.startswith("airflow_provider_dispatch.lab") or name.split(".")[0] in lab_only
+        if name.startswith("airflow_provider_dispatch_lab") or name.split(".")[0] in lab_only
     )))
     """
 )
@@ -73,8 +74,8 @@ def imported_lab_modules(python: str | Path, module: str, env: dict[str, str] | 
     return imported
 
 
-def test_the_lab_only_modules_are_in_the_lab_extra() -> None:
-    assert set(LAB_ONLY_MODULES) <= set(LAB_EXTRA_MODULES)
+def test_the_lab_only_distributions_come_with_the_lab() -> None:
+    assert set(LAB_ONLY_DISTRIBUTIONS) <= set(lab_requirements())
     assert len(airflow_layer_modules()) >= 7
 
 
@@ -86,9 +87,9 @@ def test_importing_the_airflow_layer_never_imports_the_lab(module: str) -> None:
 
 def test_the_probe_sees_a_lab_import() -> None:
     """The check can fail: a module that does use the lab is reported."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    imported = imported_lab_modules(sys.executable, "airflow_provider_dispatch.lab.apiserver.registry.patching", env)
-    assert "airflow_provider_dispatch.lab.apiserver.registry.patching" in imported
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "lab")])}
+    imported = imported_lab_modules(sys.executable, "airflow_provider_dispatch_lab.apiserver.registry.patching", env)
+    assert "airflow_provider_dispatch_lab.apiserver.registry.patching" in imported
     assert "jsonpatch" in imported
 
 
@@ -154,31 +155,36 @@ def test_the_wheel_without_the_extra_runs_the_airflow_layer_and_says_what_the_la
     assert run([str(python), "-c", lineage], tmp_path).stdout.strip().splitlines()[-1] == "None"
 
     dispatch = str(python.parent / "dispatch")
-    for command in (["demo"], ["lab", "serve"], ["lab", "real"]):
+    asked = (["demo"], ["lab", "serve"], ["lab", "real"], ["lab", "verdict", "--kubeconfig", "k.yaml"], ["lab"])
+    for command in asked:
         result = run([dispatch, *command], tmp_path)
         assert result.returncode == EXIT_MISSING_EXTRA, result.stdout + result.stderr
         (line,) = result.stderr.strip().splitlines()
-        missing = "cel-python, grpcio-tools, jsonpatch"
-        assert line == f"dispatch {' '.join(command)} needs the lab extra (missing: {missing}): " + LAB_EXTRA_INSTALL
+        assert line == missing_extra_message(" ".join(["dispatch", *command[:2]]))
         assert result.stdout == ""
     assert run([dispatch, "status", "--help"], tmp_path).returncode == 0  # a worker's command needs no extra
-    # the controls of a lab served elsewhere need no extra either: past the check, to the lab they cannot reach
-    unreachable = run([dispatch, "lab", "verdict", "--kubeconfig", str(tmp_path / "none.yaml")], tmp_path)
-    assert unreachable.returncode == 3, unreachable.stdout + unreachable.stderr
-    assert unreachable.stderr.startswith("Error: ")
-    assert "needs the lab extra" not in unreachable.stderr
+    listed = run([dispatch, "--help"], tmp_path)
+    assert "status" in listed.stdout
+    assert " demo " not in listed.stdout, "without the lab, `dispatch --help` lists none of its commands"
 
 
 def test_the_wheel_with_the_lab_extra_finds_the_demo_dag(lean_venv: tuple[Path, Path], tmp_path: Path) -> None:
+    """The lab's wheel beside the provider's: `dispatch demo` is found (the lab's entry point) and finds its DAG
+    in the provider's wheel."""
     python, site = lean_venv
+    command = [sys.executable, "-m", "pip", "wheel", str(ROOT / "lab"), "--no-deps", "--quiet", "-w", str(tmp_path)]
+    built = subprocess.run(command, capture_output=True, text=True, check=False, timeout=600)
+    assert built.returncode == 0, built.stdout + built.stderr
+    (wheel,) = tmp_path.glob("airflow_provider_dispatch_lab-*.whl")
     lab_entries = top_level(requirement_closure(lab_requirements()))
     lab = link_site(tmp_path / "lab-site", lambda name: name in lab_entries)
     (site / "lab-site.pth").write_text(f"{lab}\n")
+    pip(python, "install", "--no-deps", "--no-index", str(wheel))
     try:
         script = textwrap.dedent(
             """
             import runpy, sys
-            from airflow_provider_dispatch.demo import DAG_ID, find_dags_folder
+            from airflow_provider_dispatch_lab.demo import DAG_ID, find_dags_folder
             folder = find_dags_folder()
             sys.path.insert(0, str(folder))  # as Airflow puts the DAG folder on the path
             dags = runpy.run_path(str(folder / f"{DAG_ID}.py"))
@@ -195,4 +201,5 @@ def test_the_wheel_with_the_lab_extra_finds_the_demo_dag(lean_venv: tuple[Path, 
         assert usage.returncode == 2, "with the extra the demo gets past the check, to its own usage error"
         assert "has no lost_node_drill.py" in usage.stderr
     finally:
+        pip(python, "uninstall", "--yes", "airflow-provider-dispatch-lab")
         (site / "lab-site.pth").unlink()

@@ -1,16 +1,19 @@
-"""The wheel a release is built from: what `pip install airflow-provider-dispatch` puts on a machine.
+"""The wheels a release is built from: what `pip install airflow-provider-dispatch[lab]` puts on a machine.
 
-The quickstart and the lab need package data besides the code: the upstream CRDs the lab serves, dispatch's
-ClusterRoles (deploy/rbac/, mapped into the package by hatch's `force-include`) and the lab's identities,
-`py.typed`, and the `dispatch` console script and Airflow's provider
-entry point, and the example DAGs inside the package (hatch's `force-include` maps the repository's top-level
-`example_dags/` there, where `dispatch demo` finds them). The metadata must render on PyPI (Markdown readme) and
-carry no invented URLs. (hatchling leaves out what .gitignore names, caches included.)
+The provider's wheel is what every Airflow worker installs: the provider's code, dispatch's ClusterRoles
+(deploy/rbac/, mapped into the package by hatch's `force-include`), `py.typed`, the `dispatch` console script and
+Airflow's provider entry point, and the example DAGs inside the package (hatch's `force-include` maps the
+repository's top-level `example_dags/` there, where `dispatch demo` finds them), and nothing of the lab. The
+lab's wheel (lab/) carries the lab's code and data: the upstream CRDs it serves and its identities, and the
+entry points by which `dispatch` finds `dispatch lab` and `dispatch demo`. The two are released at one version.
+The metadata must render on PyPI (Markdown readme) and carry no invented URLs. (hatchling leaves out what
+.gitignore names, caches included.)
 """
 
 from __future__ import annotations
 
 import configparser
+import email.message
 import email.parser
 import subprocess
 import sys
@@ -21,40 +24,98 @@ from pathlib import Path
 import pytest
 from packaging.requirements import Requirement
 
-from airflow_provider_dispatch.extras import LAB_EXTRA_MODULES
+import airflow_provider_dispatch
+import airflow_provider_dispatch_lab
+from airflow_provider_dispatch.cli.extras import COMMANDS_GROUP, LAB_COMMANDS, LAB_DISTRIBUTION
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "airflow_provider_dispatch"
+LAB_PACKAGE = ROOT / "lab" / "airflow_provider_dispatch_lab"
+
+
+def build_wheel(project: Path, out: Path, name: str) -> zipfile.ZipFile:
+    command = [sys.executable, "-m", "pip", "wheel", str(project), "--no-deps", "--quiet", "-w", str(out)]
+    result = subprocess.run(command, capture_output=True, text=True, check=False, timeout=300)
+    assert result.returncode == 0, result.stdout + result.stderr
+    (built,) = out.glob(f"{name}-*.whl")
+    return zipfile.ZipFile(built)
 
 
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> zipfile.ZipFile:
-    out = tmp_path_factory.mktemp("wheel")
-    command = [sys.executable, "-m", "pip", "wheel", str(ROOT), "--no-deps", "--quiet", "--disable-pip-version-check"]
-    result = subprocess.run([*command, "-w", str(out)], capture_output=True, text=True, check=False, timeout=300)
-    assert result.returncode == 0, result.stdout + result.stderr
-    (built,) = out.glob("airflow_provider_dispatch-*.whl")
-    return zipfile.ZipFile(built)
+    return build_wheel(ROOT, tmp_path_factory.mktemp("wheel"), "airflow_provider_dispatch")
+
+
+@pytest.fixture(scope="module")
+def lab_wheel(tmp_path_factory: pytest.TempPathFactory) -> zipfile.ZipFile:
+    return build_wheel(ROOT / "lab", tmp_path_factory.mktemp("lab-wheel"), "airflow_provider_dispatch_lab")
+
+
+def metadata_of(wheel: zipfile.ZipFile) -> email.message.Message:
+    (metadata_name,) = [n for n in wheel.namelist() if n.endswith(".dist-info/METADATA")]
+    return email.parser.Parser().parsestr(wheel.read(metadata_name).decode("utf-8"))
+
+
+def entry_points_of(wheel: zipfile.ZipFile) -> configparser.ConfigParser:
+    (entry_points,) = [n for n in wheel.namelist() if n.endswith(".dist-info/entry_points.txt")]
+    parsed = configparser.ConfigParser()
+    parsed.read_string(wheel.read(entry_points).decode("utf-8"))
+    return parsed
+
+
+def test_the_provider_wheel_holds_no_lab(wheel: zipfile.ZipFile) -> None:
+    """Every file of the provider's wheel is the provider's package or its metadata: no lab code, no CRDs."""
+    names = wheel.namelist()
+    assert all(n.startswith(("airflow_provider_dispatch/", "airflow_provider_dispatch-")) for n in names), names
+    assert not [n for n in names if "crds/" in n or "rbac_manifests/" in n or n.endswith("cri_stubs.py")]
+
+
+def test_the_lab_wheel_has_the_lab_and_its_data(lab_wheel: zipfile.ZipFile) -> None:
+    names = set(lab_wheel.namelist())
+    data = [
+        p
+        for p in (LAB_PACKAGE / "crds").rglob("*")
+        if p.is_file() and p.suffix in (".yaml", ".md") and "/." not in p.as_posix()
+    ]
+    data += list((LAB_PACKAGE / "rbac_manifests").glob("*.yaml"))
+    assert len(data) >= 10
+    for path in data:
+        assert path.relative_to(LAB_PACKAGE.parent).as_posix() in names
+    code = [p.relative_to(LAB_PACKAGE.parent).as_posix() for p in LAB_PACKAGE.rglob("*.py")]
+    assert len(code) > 100
+    assert set(code) <= names
+    assert all(n.startswith(("airflow_provider_dispatch_lab/", "airflow_provider_dispatch_lab-")) for n in names)
+    assert not [n for n in names if "__pycache__" in n or n.endswith(".pyc")]
+    metadata = metadata_of(lab_wheel)
+    assert metadata["Name"] == LAB_DISTRIBUTION
+    assert metadata["License-Expression"] == "Apache-2.0"
+    requirements = {Requirement(r).name: Requirement(r) for r in metadata.get_all("Requires-Dist")}
+    assert str(requirements["airflow-provider-dispatch"].specifier) == f"=={airflow_provider_dispatch.__version__}"
+    assert {"cel-python", "jsonpatch", "cryptography", "grpcio", "grpcio-tools"} <= set(requirements)
+    commands = dict(entry_points_of(lab_wheel)[COMMANDS_GROUP])
+    assert sorted(commands) == sorted(LAB_COMMANDS)
+    assert commands == {name: f"airflow_provider_dispatch_lab.cli:{name}" for name in LAB_COMMANDS}
+
+
+def test_the_two_distributions_are_released_at_one_version(wheel: zipfile.ZipFile) -> None:
+    """The provider's `lab` extra asks for the lab at the provider's own version, which is the lab's."""
+    version = airflow_provider_dispatch.__version__
+    assert airflow_provider_dispatch_lab.__version__ == version
+    assert metadata_of(wheel)["Version"] == version
+    requirements = [Requirement(r) for r in metadata_of(wheel).get_all("Requires-Dist")]
+    (lab,) = [r for r in requirements if r.marker is not None and r.marker.evaluate({"extra": "lab"})]
+    assert (lab.name, str(lab.specifier)) == (LAB_DISTRIBUTION, f"=={version}")
 
 
 def test_wheel_has_the_package_data(wheel: zipfile.ZipFile) -> None:
     names = set(wheel.namelist())
-    data = [
-        p
-        for p in (PACKAGE / "lab" / "crds").rglob("*")
-        if p.is_file() and p.suffix in (".yaml", ".md") and "/." not in p.as_posix()
-    ]
-    data += list((PACKAGE / "lab" / "rbac_manifests").glob("*.yaml"))
-    assert len(data) >= 10
-    for path in data:
-        assert path.relative_to(ROOT).as_posix() in names
     # deploy/rbac/ ships inside the package (force-include), where the lab finds dispatch's ClusterRoles
     roles = sorted(p.name for p in (ROOT / "deploy" / "rbac").glob("*.yaml"))
     assert "dispatch-clusterroles.yaml" in roles
     for name in roles:
         assert f"airflow_provider_dispatch/deploy/rbac/{name}" in names
     assert "airflow_provider_dispatch/py.typed" in names
-    assert "airflow_provider_dispatch/cli.py" in names
+    assert "airflow_provider_dispatch/cli/commands.py" in names
     dags = sorted(p.name for p in (ROOT / "example_dags").glob("*.py"))
     assert "lost_node_drill.py" in dags
     for dag in dags:
@@ -63,8 +124,7 @@ def test_wheel_has_the_package_data(wheel: zipfile.ZipFile) -> None:
 
 
 def test_wheel_metadata(wheel: zipfile.ZipFile) -> None:
-    (metadata_name,) = [n for n in wheel.namelist() if n.endswith(".dist-info/METADATA")]
-    metadata = email.parser.Parser().parsestr(wheel.read(metadata_name).decode("utf-8"))
+    metadata = metadata_of(wheel)
     assert metadata["Name"] == "airflow-provider-dispatch"
     assert metadata["Description-Content-Type"] == "text/markdown"
     assert metadata["License-Expression"] == "Apache-2.0"
@@ -86,12 +146,11 @@ def test_wheel_metadata(wheel: zipfile.ZipFile) -> None:
         "click",
     }
     lab = {r.name for r in requirements if r.marker is not None and r.marker.evaluate({"extra": "lab"})}
-    assert lab == set(LAB_EXTRA_MODULES.values())
+    assert lab == {LAB_DISTRIBUTION}
 
-    (entry_points,) = [n for n in wheel.namelist() if n.endswith(".dist-info/entry_points.txt")]
-    parsed = configparser.ConfigParser()
-    parsed.read_string(wheel.read(entry_points).decode("utf-8"))
-    assert dict(parsed["console_scripts"]) == {"dispatch": "airflow_provider_dispatch.cli:main"}
+    parsed = entry_points_of(wheel)
+    assert COMMANDS_GROUP not in parsed, "the provider offers no command to itself: the lab does"
+    assert dict(parsed["console_scripts"]) == {"dispatch": "airflow_provider_dispatch.cli.commands:main"}
     assert dict(parsed["apache_airflow_provider"]) == {
         "provider_info": "airflow_provider_dispatch.get_provider_info:get_provider_info"
     }
@@ -133,8 +192,6 @@ def test_every_airflow_provider_imported_is_a_declared_dependency() -> None:
     }
     imported: dict[str, str] = {}
     for path in sorted((root / "airflow_provider_dispatch").rglob("*.py")):
-        if "lab" in path.relative_to(root).parts:
-            continue
         for node in ast.parse(path.read_text()).body:  # module level only: a function's import may be optional
             if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("airflow.providers."):
                 parts = (node.module or "").split(".")[2:]
@@ -175,7 +232,7 @@ def test_the_image_is_the_wheel_built_from_exactly_what_its_first_stage_copies(
     import shlex
     import shutil
 
-    from airflow_provider_dispatch.cli import main as dispatch_cli
+    from airflow_provider_dispatch.cli.commands import main as dispatch_cli
 
     build, image = containerfile_stages()
     context = tmp_path / "src"

@@ -34,10 +34,16 @@ def test_mypy_strict() -> None:
     assert result.returncode == 0, result.stdout + result.stderr
 
 
-PACKAGE_MODULES = sorted((ROOT / "airflow_provider_dispatch").rglob("*.py"))
+#: the provider's modules and the lab's (lab/, a distribution of its own)
+PACKAGE_MODULES = sorted(
+    [
+        *(ROOT / "airflow_provider_dispatch").rglob("*.py"),
+        *(ROOT / "lab" / "airflow_provider_dispatch_lab").rglob("*.py"),
+    ]
+)
 
 
-@pytest.mark.parametrize("path", PACKAGE_MODULES, ids=lambda p: str(p.relative_to(ROOT / "airflow_provider_dispatch")))
+@pytest.mark.parametrize("path", PACKAGE_MODULES, ids=lambda p: str(p.relative_to(ROOT)))
 def test_every_module_says_what_it_owns(path: Path) -> None:
     """A newcomer opening any module reads first what it owns: a docstring whose first line is a phrase of its
     own (not a bare title), the rest saying why."""
@@ -47,7 +53,7 @@ def test_every_module_says_what_it_owns(path: Path) -> None:
     assert len(first.split()) >= 5, f"{path.relative_to(ROOT)}: the docstring's first line {first!r} says too little"
 
 
-@pytest.mark.parametrize("path", PACKAGE_MODULES, ids=lambda p: str(p.relative_to(ROOT / "airflow_provider_dispatch")))
+@pytest.mark.parametrize("path", PACKAGE_MODULES, ids=lambda p: str(p.relative_to(ROOT)))
 def test_no_module_waits_with_asyncio_wait_for(path: Path) -> None:
     """`asyncio.timeout`, never `asyncio.wait_for`: on Python 3.11 (the oldest the package admits), `wait_for`
     returns the inner result when its task is cancelled in the same turn the inner wait ends, so the cancellation

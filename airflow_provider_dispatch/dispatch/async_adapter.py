@@ -1,7 +1,7 @@
 """The asynchronous adapter: the same programs as `sync_adapter`, carried out with `kubernetes_asyncio`.
 
 It differs from the sync adapter only in I/O: the operations come from `operations.py`, the HTTP form of each
-request and the decoding of each answer from `transport.py`, and the decisions from `programs.py`. Each request
+request and the decoding of each answer from `transport.py`, and the decisions from `programs/`. Each request
 is one call through `ApiClient.call_api` with `_preload_content=False`, which hands back the aiohttp response
 unread: its bytes are decoded once with `json.loads`, no client model is built. All calls go through the one
 `ApiClient` the adapter was given (one aiohttp session, its connections reused), which is what a triggerer
@@ -197,7 +197,7 @@ class AsyncDispatchAdapter(AdapterBase[kubernetes_asyncio.client.ApiClient]):
         return await self.run(self.operations.ceased(ref, job_id=job_id, submission=submission))
 
     async def run(self, program: Program[_T]) -> _T:
-        """Carry out any program of `programs.py` with this adapter's client."""
+        """Carry out any program of `programs/` with this adapter's client."""
         return await drive_async(program, self.respond)
 
     # --- I/O -----------------------------------------------------------------------------------------------

@@ -39,9 +39,9 @@ its uid, and any change of its spec its generation.
 
 Decisions and their limits:
 
-* The check reads the fence last, after the pods (programs.py `_check_before_admission`): the identity it compares
-  must be newer than the listing it vouches for. Read before the listing, a fence removed between the two reads,
-  and a pod force-deleted meanwhile, would pass unseen.
+* The check reads the fence last, after the pods (programs/releasing.py, `_check_before_admission`): the identity
+  it compares must be newer than the listing it vouches for. Read before the listing, a fence removed between the
+  two reads, and a pod force-deleted meanwhile, would pass unseen.
 * The eviction rule applies to every pod in every namespace. An eviction's `oldObject` is null and the deletion it
   makes passes no validating admission, so the policy cannot see whose pod it is; narrowing it by namespace would
   make the namespaces' labels, which neither uid nor generation covers, part of what the fence relies on

@@ -2,7 +2,7 @@
 
 `DispatchAdapter` and `AsyncDispatchAdapter` must offer the same operations with the same options and the same
 refusals, differing only in how a request is carried out. So the mapping from an operation to its program lives
-here once: each method returns the program of `programs.py` to run, with the adapter's pod read strategy, page
+here once: each method returns the program of `programs/` to run, with the adapter's pod read strategy, page
 size and clock applied. A read-only adapter's write operations raise `ForbiddenError` here, when the program is
 asked for, so nothing at all is sent. Hold, release and open re-run from their first read when they meet a
 conflict, up to `conflict_attempts` times (conflicts.py), and each such retry is logged.

@@ -17,7 +17,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from airflow_provider_dispatch.dispatch import vocabulary as v
-from airflow_provider_dispatch.dispatch.programs import Program, _list_all
+from airflow_provider_dispatch.dispatch.programs import Program
+from airflow_provider_dispatch.dispatch.programs.reads import _list_all
 from airflow_provider_dispatch.dispatch.restarts import Chain, RestartState, from_cluster
 from airflow_provider_dispatch.dispatch.validation import validate_job_id, validate_namespace
 

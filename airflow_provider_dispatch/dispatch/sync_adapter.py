@@ -1,4 +1,4 @@
-"""The synchronous adapter: the programs of `programs.py`, carried out with the official `kubernetes` client.
+"""The synchronous adapter: the programs of `programs/`, carried out with the official `kubernetes` client.
 
 It decides nothing. Each method runs one program; each request the program yields becomes one REST call
 through `ApiClient.call_api` (so the client's authentication, TLS, proxy and token refresh apply unchanged),
@@ -72,7 +72,7 @@ class DispatchAdapter(AdapterBase[kubernetes.client.ApiClient]):
 
     `api_client` is a `kubernetes.client.ApiClient` (e.g. `KubernetesHook().api_client`); it is used as given
     and closed only when the adapter created it. `pod_read` and `page_size` choose how the drain check reads
-    the pods (programs.py: `"pinned"` per-selector lists at one resourceVersion, or the `"full"` namespace
+    the pods (programs/pods.py: `"pinned"` per-selector lists at one resourceVersion, or the `"full"` namespace
     list). `request_timeout` is (connect, read) seconds per call. `clock` gives `now` for explanations (how far
     a grace period's deadline is) when a call does not pass one. `settle_seconds` is how long a hold settles
     before an admission (evidence.py; 90 s by default), and `accepted_risks` names the runtime risks a platform
@@ -186,7 +186,7 @@ class DispatchAdapter(AdapterBase[kubernetes.client.ApiClient]):
         return self.run(self.operations.ceased(ref, job_id=job_id, submission=submission))
 
     def run(self, program: Program[_T]) -> _T:
-        """Carry out any program of `programs.py` with this adapter's client."""
+        """Carry out any program of `programs/` with this adapter's client."""
         return drive(program, self.respond)
 
     # --- I/O -----------------------------------------------------------------------------------------------

@@ -76,7 +76,7 @@ def plain_json(body: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def http_call(request: Request) -> HttpCall:
-    """The REST call for a program's request (programs.py module docstring: the driver contract)."""
+    """The REST call for a program's request (programs/protocol.py: the driver contract)."""
     if isinstance(request, ServerTime):
         return HttpCall("GET", "/version")
     if isinstance(request, GetNode):

@@ -102,7 +102,7 @@ from airflow_provider_dispatch.dispatch.vocabulary import (
 )
 from airflow_provider_dispatch.hooks.dispatch import DEFAULT_CONN_ID, DispatchHook
 from airflow_provider_dispatch.hooks.errors import airflow_errors, airflow_exception, exception_for_event
-from airflow_provider_dispatch.lineage import trainjob_lineage
+from airflow_provider_dispatch.lineage.trainjob import trainjob_lineage
 from airflow_provider_dispatch.operators.execution_record import ExecutionRecords, ExpectedExecution
 from airflow_provider_dispatch.triggers.base import DEFAULT_RECHECK_INTERVAL
 from airflow_provider_dispatch.triggers.pods_drained import PodsDrainedTrigger

@@ -26,8 +26,8 @@ from aiohttp import web
 from dispatch_lab.middleware import Handler, Hooks, failure_status, user_name
 
 from airflow_provider_dispatch.hooks.dispatch import TRIGGERER_USER_AGENT, WORKER_USER_AGENT
-from airflow_provider_dispatch.lab.apiserver.faults import FaultRule
-from airflow_provider_dispatch.lab.runtime import Lab
+from airflow_provider_dispatch_lab.apiserver.faults import FaultRule
+from airflow_provider_dispatch_lab.runtime import Lab
 
 ADMIN_USER = "lab-admin"
 WAIT_BOUND = 60.0

@@ -75,8 +75,8 @@ _isolate_airflow()
 from airflow_lab import ADMIN_USER, AirflowEnvironment, AirflowLab, DagRunResult, Hooks, Probe, RunDag  # noqa: E402
 from dispatch_lab.cluster import Cluster  # noqa: E402
 
-from airflow_provider_dispatch.lab.apiserver.auth.rbac_setup import IDENTITY_NAMESPACE  # noqa: E402
-from airflow_provider_dispatch.lab.runtime import Lab, write_kubeconfig  # noqa: E402
+from airflow_provider_dispatch_lab.apiserver.auth.rbac_setup import IDENTITY_NAMESPACE  # noqa: E402
+from airflow_provider_dispatch_lab.runtime import Lab, write_kubeconfig  # noqa: E402
 
 NOBODY_ACCOUNT = "dispatch-nobody"
 

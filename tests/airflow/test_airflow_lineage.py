@@ -20,8 +20,8 @@ from airflow.providers.openlineage.extractors.base import DefaultExtractor
 from airflow_lab import RunDag
 from dispatch_lab.cluster import Cluster
 
-from airflow_provider_dispatch.lineage import JOB_FACET, RUN_FACET
-from airflow_provider_dispatch.lineage_facets import ExecutionRunFacet, TrainJobJobFacet
+from airflow_provider_dispatch.lineage.facets import ExecutionRunFacet, TrainJobJobFacet
+from airflow_provider_dispatch.lineage.trainjob import JOB_FACET, RUN_FACET
 from airflow_provider_dispatch.operators.trainjob import TrainJobHoldOperator
 
 pytestmark = pytest.mark.airflow

@@ -15,8 +15,8 @@ from airflow_lab import Actor, AirflowLab, Handler, RunDag, Seen, node_reads
 from dispatch_lab.cluster import Cluster
 
 from airflow_provider_dispatch.dispatch import vocabulary as v
-from airflow_provider_dispatch.lab.kinds import TRAINJOB
-from airflow_provider_dispatch.lab.scenario import manifests
+from airflow_provider_dispatch_lab.kinds import TRAINJOB
+from airflow_provider_dispatch_lab.scenario import manifests
 
 pytestmark = pytest.mark.airflow
 

@@ -29,8 +29,8 @@ from airflow_provider_dispatch.dispatch.assessment import State
 from airflow_provider_dispatch.dispatch.async_adapter import AsyncDispatchAdapter
 from airflow_provider_dispatch.dispatch.errors import ForbiddenError
 from airflow_provider_dispatch.dispatch.vocabulary import LABEL_SUBMISSION
-from airflow_provider_dispatch.lab.real import RealCluster
-from airflow_provider_dispatch.lab.simulated.nodes.workload import EXIT_CODE_BY_SUBMISSION, RUN_SECONDS
+from airflow_provider_dispatch_lab.real import RealCluster
+from airflow_provider_dispatch_lab.simulated.nodes.workload import EXIT_CODE_BY_SUBMISSION, RUN_SECONDS
 
 pytestmark = [pytest.mark.airflow, pytest.mark.slow, pytest.mark.real]
 

@@ -22,11 +22,11 @@ from dispatch_lab.cluster import Cluster
 
 from airflow_provider_dispatch import operators, sensors
 from airflow_provider_dispatch.dispatch.vocabulary import LABEL_SUBMISSION
-from airflow_provider_dispatch.lab.scenario import manifests
 from airflow_provider_dispatch.operators import restarts as restart_operator
 from airflow_provider_dispatch.operators import trainjob
 from airflow_provider_dispatch.sensors import pods_drained, trainjob_outcome
 from airflow_provider_dispatch.sensors.base import DispatchSensor
+from airflow_provider_dispatch_lab.scenario import manifests
 
 pytestmark = pytest.mark.airflow
 

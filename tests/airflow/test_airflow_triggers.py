@@ -33,13 +33,13 @@ from airflow_provider_dispatch.dispatch.payloads import fingerprint
 from airflow_provider_dispatch.dispatch.selection import Selection
 from airflow_provider_dispatch.hooks.checks import DrainCheck
 from airflow_provider_dispatch.hooks.errors import exception_for_event
-from airflow_provider_dispatch.lab.apiserver.faults import FaultRule
-from airflow_provider_dispatch.lab.runtime import write_kubeconfig
 from airflow_provider_dispatch.sensors.pods_drained import PodsDrainedSensor, drain_wait_reason
 from airflow_provider_dispatch.triggers.hub import Hub, current_hub
 from airflow_provider_dispatch.triggers.pods_drained import PodsDrainedTrigger, remaining_summary
 from airflow_provider_dispatch.triggers.trainjob_outcome import TrainJobOutcomeTrigger
 from airflow_provider_dispatch.triggers.watch import RECONNECT_BACKOFF, Changes
+from airflow_provider_dispatch_lab.apiserver.faults import FaultRule
+from airflow_provider_dispatch_lab.runtime import write_kubeconfig
 
 pytestmark = pytest.mark.airflow
 HOUR = 3600.0

@@ -46,15 +46,15 @@ from airflow_provider_dispatch.dispatch.programs import prepare_manifest
 from airflow_provider_dispatch.dispatch.restarts import run_key, submission_manifest
 from airflow_provider_dispatch.dispatch.sync_adapter import DispatchAdapter
 from airflow_provider_dispatch.dispatch.vocabulary import CLUSTER_TRAINING_RUNTIME, LABEL_JOBSET_NAME, TRAINJOB
-from airflow_provider_dispatch.lab.clock import parse_timestamp
-from airflow_provider_dispatch.lab.runtime import Lab
-from airflow_provider_dispatch.lab.scenario import drill, manifests
-from airflow_provider_dispatch.lab.scenario.kueue import SyncKueueScenario
-from airflow_provider_dispatch.lab.scenario.presets import ClusterShape, cluster_controllers, provision
-from airflow_provider_dispatch.lab.scenario.scenario import Scenario
-from airflow_provider_dispatch.lab.simulated.nodes.fencing import FENCE_AFTER_SECONDS, FencingAgent
-from airflow_provider_dispatch.lab.simulated.nodes.kubelet_runs import STATE_ANNOTATION
-from airflow_provider_dispatch.lab.simulated.nodes.workload import (
+from airflow_provider_dispatch_lab.clock import parse_timestamp
+from airflow_provider_dispatch_lab.runtime import Lab
+from airflow_provider_dispatch_lab.scenario import drill, manifests
+from airflow_provider_dispatch_lab.scenario.kueue import SyncKueueScenario
+from airflow_provider_dispatch_lab.scenario.presets import ClusterShape, cluster_controllers, provision
+from airflow_provider_dispatch_lab.scenario.scenario import Scenario
+from airflow_provider_dispatch_lab.simulated.nodes.fencing import FENCE_AFTER_SECONDS, FencingAgent
+from airflow_provider_dispatch_lab.simulated.nodes.kubelet_runs import STATE_ANNOTATION
+from airflow_provider_dispatch_lab.simulated.nodes.workload import (
     EXIT_CODE_BY_SUBMISSION,
     EXIT_NOW,
     RUN_SECONDS,

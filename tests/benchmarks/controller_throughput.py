@@ -42,7 +42,7 @@ from airflow_provider_dispatch.dispatch import vocabulary as v
 from airflow_provider_dispatch.dispatch.evidence import HoldEvidence, hold_reached, judge_hold, settles_at
 from airflow_provider_dispatch.dispatch.fencing import recorded
 from airflow_provider_dispatch.kueue.checks import ADMISSION_CHECK
-from airflow_provider_dispatch.lab.scenario import manifests
+from airflow_provider_dispatch_lab.scenario import manifests
 from benchmarks.harness import driver
 from benchmarks.harness.lab_clock import CLOCK_PROBE, RemoteClock, clock_file
 from benchmarks.harness.lab_process import LabEndpoint, LabProcess

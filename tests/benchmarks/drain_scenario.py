@@ -21,7 +21,7 @@ import kubernetes
 
 from airflow_provider_dispatch.dispatch import vocabulary as v
 from airflow_provider_dispatch.dispatch.selection import Selection
-from airflow_provider_dispatch.lab.scenario import manifests
+from airflow_provider_dispatch_lab.scenario import manifests
 
 from .pods import neighbour_template, pod_template
 

@@ -39,8 +39,8 @@ from typing import Any
 import kubernetes
 
 from airflow_provider_dispatch.dispatch.selection import Selection
-from airflow_provider_dispatch.lab.real import RealCluster
-from airflow_provider_dispatch.lab.real.binaries import ControlPlaneBuild
+from airflow_provider_dispatch_lab.real import RealCluster
+from airflow_provider_dispatch_lab.real.binaries import ControlPlaneBuild
 
 from .drain_cases import pod_names, selection_of, sync_reader
 from .drain_scenario import DrainNamespace, build

@@ -42,8 +42,8 @@ from typing import Any
 import aiohttp
 
 from airflow_provider_dispatch.dispatch import vocabulary as v
-from airflow_provider_dispatch.lab.apiserver.seeding import render
-from airflow_provider_dispatch.lab.real.cluster import ApiError, RealCluster
+from airflow_provider_dispatch_lab.apiserver.seeding import render
+from airflow_provider_dispatch_lab.real.cluster import ApiError, RealCluster
 
 WIDTH = 6
 INDEX_MARK, GROUP_MARK = b"i" * WIDTH, b"g" * WIDTH

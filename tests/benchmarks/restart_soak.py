@@ -92,13 +92,13 @@ from airflow_provider_dispatch.dispatch.vocabulary import (
     TRAINJOB,
 )
 from airflow_provider_dispatch.hooks.dispatch import WORKER_USER_AGENT
-from airflow_provider_dispatch.lab.apiserver.delays import DelayRule, RequestDelays
-from airflow_provider_dispatch.lab.runtime import Lab
-from airflow_provider_dispatch.lab.scenario import drill, manifests
-from airflow_provider_dispatch.lab.scenario.presets import ClusterShape, cluster_controllers, provision
-from airflow_provider_dispatch.lab.scenario.scenario import Scenario
-from airflow_provider_dispatch.lab.simulated.nodes.fencing import FENCE_AFTER_SECONDS
-from airflow_provider_dispatch.lab.simulated.nodes.workload import (
+from airflow_provider_dispatch_lab.apiserver.delays import DelayRule, RequestDelays
+from airflow_provider_dispatch_lab.runtime import Lab
+from airflow_provider_dispatch_lab.scenario import drill, manifests
+from airflow_provider_dispatch_lab.scenario.presets import ClusterShape, cluster_controllers, provision
+from airflow_provider_dispatch_lab.scenario.scenario import Scenario
+from airflow_provider_dispatch_lab.simulated.nodes.fencing import FENCE_AFTER_SECONDS
+from airflow_provider_dispatch_lab.simulated.nodes.workload import (
     EXIT_CODE_BY_SUBMISSION,
     EXIT_NOW,
     RUN_SECONDS,

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_dispatch.lab.real.binaries import locate
+from airflow_provider_dispatch_lab.real.binaries import locate
 
 from .real_drain_bench import BASELINE, CASES, Config, render_markdown, run
 from .real_meter import ServerReading

@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script:
 import kubernetes
 
 from airflow_provider_dispatch.dispatch import vocabulary as v
-from airflow_provider_dispatch.lab.scenario import manifests
+from airflow_provider_dispatch_lab.scenario import manifests
 from benchmarks.capacity_cases import CASES
 from benchmarks.harness import driver
 from benchmarks.harness.lab_process import LabEndpoint, LabProcess

@@ -9,9 +9,9 @@ from pathlib import Path
 import kubernetes
 
 from airflow_provider_dispatch.dispatch.vocabulary import CLUSTER_TRAINING_RUNTIME, LABEL_JOBSET_NAME
-from airflow_provider_dispatch.lab.runtime import Lab
-from airflow_provider_dispatch.lab.scenario import manifests
-from airflow_provider_dispatch.lab.scenario.scenario import Scenario
+from airflow_provider_dispatch_lab.runtime import Lab
+from airflow_provider_dispatch_lab.scenario import manifests
+from airflow_provider_dispatch_lab.scenario.scenario import Scenario
 
 #: the taints the node lifecycle controller puts on a node that stops reporting
 LOST_NODE_TAINTS = ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable")

@@ -31,9 +31,9 @@ from browser_support import Artifacts, DrillLab
 from chromium import remove_profile, require_browser, start_chromium
 from deployment.airflow_stack import AirflowStack
 
-from airflow_provider_dispatch.lab.runtime import Lab
-from airflow_provider_dispatch.lab.scenario.presets import ClusterShape, cluster_controllers, provision
-from airflow_provider_dispatch.lab.scenario.scenario import Scenario
+from airflow_provider_dispatch_lab.runtime import Lab
+from airflow_provider_dispatch_lab.scenario.presets import ClusterShape, cluster_controllers, provision
+from airflow_provider_dispatch_lab.scenario.scenario import Scenario
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]

@@ -26,7 +26,7 @@ from browser_support import DrillLab
 from deployment.airflow_stack import AirflowStack
 from deployment.processes import wait_until
 
-from airflow_provider_dispatch.lab.simulated.nodes.workload import EXIT_CODE_BY_SUBMISSION, RUN_SECONDS
+from airflow_provider_dispatch_lab.simulated.nodes.workload import EXIT_CODE_BY_SUBMISSION, RUN_SECONDS
 
 pytestmark = [pytest.mark.browser, pytest.mark.airflow, pytest.mark.slow, pytest.mark.timeout(1200)]
 

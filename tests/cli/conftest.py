@@ -23,8 +23,8 @@ from aiohttp import web
 from click.testing import CliRunner, Result
 from dispatch_lab.cluster import Cluster
 
-from airflow_provider_dispatch.cli import main
-from airflow_provider_dispatch.lab.runtime import Lab
+from airflow_provider_dispatch.cli.commands import main
+from airflow_provider_dispatch_lab.runtime import Lab
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 

@@ -18,8 +18,8 @@ import pytest
 import yaml
 from dispatch_lab.cluster import Cluster
 
+from airflow_provider_dispatch.cli.durations import INVALID_TIMEOUT, parse_timeout
 from airflow_provider_dispatch.dispatch import AsyncDispatchAdapter, DispatchAdapter, vocabulary
-from airflow_provider_dispatch.durations import INVALID_TIMEOUT, parse_timeout
 
 from .conftest import CliLab
 
@@ -28,8 +28,8 @@ from .conftest import CliLab
 def kubectl() -> Path:
     """The real kubectl built with the control plane (`controlplane/build`), never built here: a test's time is
     bounded."""
-    from airflow_provider_dispatch.lab.real.binaries import locate
-    from airflow_provider_dispatch.lab.real.processes import ControlPlaneError
+    from airflow_provider_dispatch_lab.real.binaries import locate
+    from airflow_provider_dispatch_lab.real.processes import ControlPlaneError
 
     try:
         return locate(build=False).bin / "kubectl"

@@ -24,12 +24,12 @@ import yaml
 from click.testing import CliRunner, Result
 from served_lab import Served, serve, stop
 
-from airflow_provider_dispatch.cli import main
+from airflow_provider_dispatch.cli.commands import main
 from airflow_provider_dispatch.dispatch import DispatchAdapter
 from airflow_provider_dispatch.dispatch.assessment import Execution
 from airflow_provider_dispatch.dispatch.errors import HoldSettlingError, SuspensionNotObservedError
 from airflow_provider_dispatch.dispatch.vocabulary import TAINT_OUT_OF_SERVICE
-from airflow_provider_dispatch.lab.scenario import manifests
+from airflow_provider_dispatch_lab.scenario import manifests
 
 Obj = dict[str, Any]
 EXAMPLES = Path(__file__).resolve().parents[2] / "docs" / "examples"
@@ -257,7 +257,7 @@ def test_the_clock_shows_advances_and_changes_speed(lab: ServedLab) -> None:
 
 
 def test_a_server_that_is_no_lab_is_named() -> None:
-    from airflow_provider_dispatch.lab.runtime import Lab
+    from airflow_provider_dispatch_lab.runtime import Lab
 
     with Lab(speed=0.0) as plain:  # a lab without its controls: a server without /lab/nodes, as a cluster is
         url = plain.url

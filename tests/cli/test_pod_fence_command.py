@@ -9,7 +9,7 @@ from pathlib import Path
 import yaml
 from click.testing import CliRunner
 
-from airflow_provider_dispatch.cli import main
+from airflow_provider_dispatch.cli.commands import main
 from airflow_provider_dispatch.dispatch.fence import (
     FenceState,
     binding_differences,

@@ -6,6 +6,15 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from airflow_provider_dispatch.cli.status_view import (
+    EXIT_REFUSED,
+    EXIT_UNREACHABLE,
+    age,
+    error_dict,
+    exit_code,
+    human_duration,
+    table,
+)
 from airflow_provider_dispatch.dispatch.errors import (
     ConflictError,
     DispatchError,
@@ -17,15 +26,6 @@ from airflow_provider_dispatch.dispatch.errors import (
     RefusedError,
     SuspensionNotObservedError,
     UnreachableError,
-)
-from airflow_provider_dispatch.status_view import (
-    EXIT_REFUSED,
-    EXIT_UNREACHABLE,
-    age,
-    error_dict,
-    exit_code,
-    human_duration,
-    table,
 )
 
 MINUTE, HOUR, DAY, YEAR = 60, 3600, 86400, 365 * 86400

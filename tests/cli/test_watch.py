@@ -33,7 +33,7 @@ def dispatch(*args: str, sigint_ignored: bool = False) -> Iterator[subprocess.Po
     env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1"}
     ignoring = ["sh", "-c", 'trap "" INT; exec "$@"', "sh"] if sigint_ignored else []
     process = subprocess.Popen(
-        [*ignoring, sys.executable, "-m", "airflow_provider_dispatch.cli", *args],
+        [*ignoring, sys.executable, "-m", "airflow_provider_dispatch.cli.commands", *args],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

@@ -13,8 +13,8 @@ from pathlib import Path
 import kubernetes
 import pytest
 
-from airflow_provider_dispatch.lab.runtime import Lab
-from airflow_provider_dispatch.lab.scenario.scenario import Scenario
+from airflow_provider_dispatch_lab.runtime import Lab
+from airflow_provider_dispatch_lab.scenario.scenario import Scenario
 
 from .kueue_steps import Kueue
 from .nodes_support import Zone

@@ -17,10 +17,10 @@ import kubernetes
 import urllib3
 from kubernetes import watch
 
-from airflow_provider_dispatch.lab.runtime import Lab
-from airflow_provider_dispatch.lab.scenario import manifests
-from airflow_provider_dispatch.lab.scenario.kueue import QueueSetup, SyncKueueScenario
-from airflow_provider_dispatch.lab.simulated.kueue import constants as k
+from airflow_provider_dispatch_lab.runtime import Lab
+from airflow_provider_dispatch_lab.scenario import manifests
+from airflow_provider_dispatch_lab.scenario.kueue import QueueSetup, SyncKueueScenario
+from airflow_provider_dispatch_lab.simulated.kueue import constants as k
 
 from .nodes_support import ZONE_LABEL
 from .waiting import wait_for

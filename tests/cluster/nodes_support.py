@@ -17,10 +17,10 @@ from airflow_provider_dispatch.dispatch.vocabulary import (
     LABEL_SUBMISSION,
     POD_LABEL_ADMISSION,
 )
-from airflow_provider_dispatch.lab.kinds import NODE, POD, ApiCoordinates
-from airflow_provider_dispatch.lab.scenario import manifests
-from airflow_provider_dispatch.lab.scenario.scenario import Scenario
-from airflow_provider_dispatch.lab.simulated.nodes import workload
+from airflow_provider_dispatch_lab.kinds import NODE, POD, ApiCoordinates
+from airflow_provider_dispatch_lab.scenario import manifests
+from airflow_provider_dispatch_lab.scenario.scenario import Scenario
+from airflow_provider_dispatch_lab.simulated.nodes import workload
 
 Obj = dict[str, Any]
 ZONE_LABEL = "topology.kubernetes.io/zone"

@@ -13,12 +13,12 @@ import kubernetes
 import pytest
 from lab_time import lab_time_stopped_when
 
-from airflow_provider_dispatch.lab.clock import parse_timestamp
-from airflow_provider_dispatch.lab.runtime import Lab
-from airflow_provider_dispatch.lab.scenario.scenario import Scenario
-from airflow_provider_dispatch.lab.simulated.controllers import NODE_CONTROLLERS
-from airflow_provider_dispatch.lab.simulated.nodes.fencing import FENCE_AFTER_SECONDS, FencingAgent, fence_after
-from airflow_provider_dispatch.lab.simulated.nodes.kubelet_runs import STATE_ANNOTATION
+from airflow_provider_dispatch_lab.clock import parse_timestamp
+from airflow_provider_dispatch_lab.runtime import Lab
+from airflow_provider_dispatch_lab.scenario.scenario import Scenario
+from airflow_provider_dispatch_lab.simulated.controllers import NODE_CONTROLLERS
+from airflow_provider_dispatch_lab.simulated.nodes.fencing import FENCE_AFTER_SECONDS, FencingAgent, fence_after
+from airflow_provider_dispatch_lab.simulated.nodes.kubelet_runs import STATE_ANNOTATION
 
 from .nodes_support import Appears, Zone, condition, phase, pod
 

@@ -12,11 +12,11 @@ from collections.abc import Iterator
 import kubernetes
 import pytest
 
-from airflow_provider_dispatch.lab.runtime import Lab
-from airflow_provider_dispatch.lab.simulated.kueue import constants as k
-from airflow_provider_dispatch.lab.simulated.kueue import kueue_controllers
-from airflow_provider_dispatch.lab.simulated.kueue.config import KueueConfig
-from airflow_provider_dispatch.lab.simulated.kueue.names import workload_name
+from airflow_provider_dispatch_lab.runtime import Lab
+from airflow_provider_dispatch_lab.simulated.kueue import constants as k
+from airflow_provider_dispatch_lab.simulated.kueue import kueue_controllers
+from airflow_provider_dispatch_lab.simulated.kueue.config import KueueConfig
+from airflow_provider_dispatch_lab.simulated.kueue.names import workload_name
 
 from .kueue_steps import Kueue, checks, condition, has, kueue_patch, recorded_trainjob_versions
 
@@ -83,7 +83,7 @@ def test_the_webhook_suspends_a_queued_trainjob_and_appends_kueues_patch(kueue: 
 def test_a_trainjob_without_the_queue_label_is_not_suspended(kueue: Kueue) -> None:
     """Kueue does not manage it, but its webhook appends its empty runtime patch all the same (v0.19.2 `Default`
     appends unconditionally; seen on the real cluster, docs/fidelity.md)."""
-    from airflow_provider_dispatch.lab.scenario import manifests
+    from airflow_provider_dispatch_lab.scenario import manifests
 
     trainjob = manifests.trainjob("plain-" + kueue.namespace, suspend=False)
     stored = kueue.create_trainjob(trainjob)
@@ -250,7 +250,7 @@ def test_retry_with_requeue_after_records_the_backoff(kueue: Kueue, cluster_lab:
     )
     since = checks(written)[setup.admission_checks[0]]["lastTransitionTime"]
     waiting = kueue.wait_workload(wl, lambda w: bool((w or {}).get("status", {}).get("requeueState")))
-    from airflow_provider_dispatch.lab.clock import format_timestamp, parse_timestamp
+    from airflow_provider_dispatch_lab.clock import format_timestamp, parse_timestamp
 
     assert waiting["status"]["requeueState"]["requeueAt"] == format_timestamp(parse_timestamp(since) + 600)
     cluster_lab.call(lambda: cluster_lab.clock.advance(600))

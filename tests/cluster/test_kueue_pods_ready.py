@@ -22,13 +22,13 @@ from typing import Any
 import kubernetes
 import pytest
 
-from airflow_provider_dispatch.lab.clock import parse_timestamp
-from airflow_provider_dispatch.lab.runtime import Lab
-from airflow_provider_dispatch.lab.scenario.scenario import Scenario
-from airflow_provider_dispatch.lab.simulated.controllers import NODE_CONTROLLERS, WORKLOAD_CONTROLLERS
-from airflow_provider_dispatch.lab.simulated.kueue import KUEUE_CONTROLLERS, kueue_controllers
-from airflow_provider_dispatch.lab.simulated.kueue import constants as k
-from airflow_provider_dispatch.lab.simulated.kueue.config import KueueConfig, RequeuingStrategy, WaitForPodsReady
+from airflow_provider_dispatch_lab.clock import parse_timestamp
+from airflow_provider_dispatch_lab.runtime import Lab
+from airflow_provider_dispatch_lab.scenario.scenario import Scenario
+from airflow_provider_dispatch_lab.simulated.controllers import NODE_CONTROLLERS, WORKLOAD_CONTROLLERS
+from airflow_provider_dispatch_lab.simulated.kueue import KUEUE_CONTROLLERS, kueue_controllers
+from airflow_provider_dispatch_lab.simulated.kueue import constants as k
+from airflow_provider_dispatch_lab.simulated.kueue.config import KueueConfig, RequeuingStrategy, WaitForPodsReady
 
 from .kueue_steps import Kueue, checks, condition, has
 from .nodes_support import Zone

@@ -9,21 +9,21 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_dispatch.lab.scenario import manifests
-from airflow_provider_dispatch.lab.simulated.kueue import constants as k
-from airflow_provider_dispatch.lab.simulated.kueue import preemption, queues, quota
-from airflow_provider_dispatch.lab.simulated.kueue import workload_status as ws
-from airflow_provider_dispatch.lab.simulated.kueue.config import KueueConfig
-from airflow_provider_dispatch.lab.simulated.kueue.names import workload_name
-from airflow_provider_dispatch.lab.simulated.kueue.podsets import (
+from airflow_provider_dispatch_lab.scenario import manifests
+from airflow_provider_dispatch_lab.simulated.kueue import constants as k
+from airflow_provider_dispatch_lab.simulated.kueue import preemption, queues, quota
+from airflow_provider_dispatch_lab.simulated.kueue import workload_status as ws
+from airflow_provider_dispatch_lab.simulated.kueue.config import KueueConfig
+from airflow_provider_dispatch_lab.simulated.kueue.names import workload_name
+from airflow_provider_dispatch_lab.simulated.kueue.podsets import (
     PodSetMergeError,
     kueue_patch_replicated_jobs,
     podset_infos,
     podsets,
     replicated_jobs,
 )
-from airflow_provider_dispatch.lab.simulated.kueue.status_writer import admission_status_patch
-from airflow_provider_dispatch.lab.simulated.kueue.webhook import default_trainjob
+from airflow_provider_dispatch_lab.simulated.kueue.status_writer import admission_status_patch
+from airflow_provider_dispatch_lab.simulated.kueue.webhook import default_trainjob
 
 Obj = dict[str, Any]
 NOW = "2026-09-01T10:00:00Z"

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import kubernetes_asyncio
 
-from airflow_provider_dispatch.lab.runtime import AsyncLab
-from airflow_provider_dispatch.lab.scenario.scenario import AsyncScenario
-from airflow_provider_dispatch.lab.simulated.controllers import NODE_CONTROLLERS
+from airflow_provider_dispatch_lab.runtime import AsyncLab
+from airflow_provider_dispatch_lab.scenario.scenario import AsyncScenario
+from airflow_provider_dispatch_lab.simulated.controllers import NODE_CONTROLLERS
 
 from .nodes_support import phase, pod
 

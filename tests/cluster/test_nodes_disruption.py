@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import kubernetes
 
-from airflow_provider_dispatch.lab.scenario.scenario import Scenario
-from airflow_provider_dispatch.lab.simulated.controllers import NODE_CONTROLLERS
+from airflow_provider_dispatch_lab.scenario.scenario import Scenario
+from airflow_provider_dispatch_lab.simulated.controllers import NODE_CONTROLLERS
 
 from .nodes_support import Zone, condition, phase, pod, taint_keys
 

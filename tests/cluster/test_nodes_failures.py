@@ -12,11 +12,11 @@ import kubernetes
 import pytest
 from lab_time import lab_time_stopped, lab_time_stopped_when
 
-from airflow_provider_dispatch.lab.clock import parse_timestamp
-from airflow_provider_dispatch.lab.runtime import Lab
-from airflow_provider_dispatch.lab.scenario.scenario import Scenario
-from airflow_provider_dispatch.lab.simulated.controllers import NODE_CONTROLLERS
-from airflow_provider_dispatch.lab.simulated.nodes.podgc import PodGarbageCollector
+from airflow_provider_dispatch_lab.clock import parse_timestamp
+from airflow_provider_dispatch_lab.runtime import Lab
+from airflow_provider_dispatch_lab.scenario.scenario import Scenario
+from airflow_provider_dispatch_lab.simulated.controllers import NODE_CONTROLLERS
+from airflow_provider_dispatch_lab.simulated.nodes.podgc import PodGarbageCollector
 
 from .nodes_support import Appears, Zone, condition, execution_labels, phase, pod, taint_keys
 from .waiting import wait_for

@@ -12,10 +12,10 @@ from api_answers import expect_answer
 from kubernetes.client import ApiException
 from lab_time import lab_time_stopped
 
-from airflow_provider_dispatch.lab.scenario.scenario import Scenario
-from airflow_provider_dispatch.lab.simulated.controllers import NODE_CONTROLLERS
-from airflow_provider_dispatch.lab.simulated.nodes.kubelet import STATE_ANNOTATION
-from airflow_provider_dispatch.lab.simulated.nodes.workload import EXIT_NOW, RUN_SECONDS
+from airflow_provider_dispatch_lab.scenario.scenario import Scenario
+from airflow_provider_dispatch_lab.simulated.controllers import NODE_CONTROLLERS
+from airflow_provider_dispatch_lab.simulated.nodes.kubelet import STATE_ANNOTATION
+from airflow_provider_dispatch_lab.simulated.nodes.workload import EXIT_NOW, RUN_SECONDS
 
 from .nodes_support import Zone, condition, phase, pod
 from .waiting import wait_for

@@ -8,18 +8,18 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_dispatch.lab.simulated.nodes.kubelet_status import node_conditions, node_conditions_changed
-from airflow_provider_dispatch.lab.simulated.nodes.node_lifecycle import zone_of, zone_state
-from airflow_provider_dispatch.lab.simulated.nodes.scheduler import filter_node, least_allocated_score
-from airflow_provider_dispatch.lab.simulated.nodes.taints import (
+from airflow_provider_dispatch_lab.simulated.nodes.kubelet_status import node_conditions, node_conditions_changed
+from airflow_provider_dispatch_lab.simulated.nodes.node_lifecycle import zone_of, zone_state
+from airflow_provider_dispatch_lab.simulated.nodes.scheduler import filter_node, least_allocated_score
+from airflow_provider_dispatch_lab.simulated.nodes.taints import (
     matching_tolerations,
     min_toleration_seconds,
     tolerates,
     untolerated,
 )
-from airflow_provider_dispatch.lab.simulated.nodes.workload import WorkloadError, WorkloadSpec
-from airflow_provider_dispatch.lab.simulated.quantities import parse_quantity, pod_requests
-from airflow_provider_dispatch.lab.truth.overlap import ExecutionKey, OverlapRecorder
+from airflow_provider_dispatch_lab.simulated.nodes.workload import WorkloadError, WorkloadSpec
+from airflow_provider_dispatch_lab.simulated.quantities import parse_quantity, pod_requests
+from airflow_provider_dispatch_lab.truth.overlap import ExecutionKey, OverlapRecorder
 
 from .nodes_support import execution_labels
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 from typing import Any
 
 from airflow_provider_dispatch.dispatch.vocabulary import LABEL_JOB_ID, LABEL_SUBMISSION, POD_LABEL_ADMISSION
-from airflow_provider_dispatch.lab.scenario import manifests
-from airflow_provider_dispatch.lab.scenario.scenario import Scenario
-from airflow_provider_dispatch.lab.simulated.controllers import NODE_CONTROLLERS, WORKLOAD_CONTROLLERS
+from airflow_provider_dispatch_lab.scenario import manifests
+from airflow_provider_dispatch_lab.scenario.scenario import Scenario
+from airflow_provider_dispatch_lab.simulated.controllers import NODE_CONTROLLERS, WORKLOAD_CONTROLLERS
 
 from .nodes_support import Zone
 from .workload_steps import Workloads, runtime, trainjob_selector, unique

@@ -8,9 +8,9 @@ import pytest
 from api_answers import expect_answer
 
 from airflow_provider_dispatch.dispatch.vocabulary import LABEL_SUBMISSION, POD_LABEL_ADMISSION
-from airflow_provider_dispatch.lab.scenario.scenario import Scenario
-from airflow_provider_dispatch.lab.simulated.controllers import NODE_CONTROLLERS
-from airflow_provider_dispatch.lab.simulated.nodes.workload import (
+from airflow_provider_dispatch_lab.scenario.scenario import Scenario
+from airflow_provider_dispatch_lab.simulated.controllers import NODE_CONTROLLERS
+from airflow_provider_dispatch_lab.simulated.nodes.workload import (
     EXIT_CODE,
     EXIT_CODE_BY_ADMISSION,
     EXIT_CODE_BY_SUBMISSION,

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from airflow_provider_dispatch.lab.scenario import manifests
-from airflow_provider_dispatch.lab.simulated.workloads.garbage_collector import GarbageCollector
+from airflow_provider_dispatch_lab.scenario import manifests
+from airflow_provider_dispatch_lab.simulated.workloads.garbage_collector import GarbageCollector
 
 from .waiting import wait_for
 from .workload_steps import Workloads, unique

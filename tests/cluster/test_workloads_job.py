@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_dispatch.lab.clock import format_timestamp
-from airflow_provider_dispatch.lab.runtime import Lab
-from airflow_provider_dispatch.lab.simulated.workloads.job import JobController
+from airflow_provider_dispatch_lab.clock import format_timestamp
+from airflow_provider_dispatch_lab.runtime import Lab
+from airflow_provider_dispatch_lab.simulated.workloads.job import JobController
 
 from .workload_steps import Workloads, job_condition, unique
 

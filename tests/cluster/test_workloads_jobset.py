@@ -8,9 +8,9 @@ import pytest
 from api_answers import expect_answer
 from kubernetes.client import ApiException
 
-from airflow_provider_dispatch.lab.simulated.workloads.garbage_collector import GarbageCollector
-from airflow_provider_dispatch.lab.simulated.workloads.job import JobController
-from airflow_provider_dispatch.lab.simulated.workloads.jobset import JobSetController
+from airflow_provider_dispatch_lab.simulated.workloads.garbage_collector import GarbageCollector
+from airflow_provider_dispatch_lab.simulated.workloads.job import JobController
+from airflow_provider_dispatch_lab.simulated.workloads.jobset import JobSetController
 
 from .workload_steps import (
     JOBSET,

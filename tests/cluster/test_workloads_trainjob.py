@@ -15,8 +15,8 @@ from api_answers import expect_answer
 from kubernetes.client import ApiException
 
 from airflow_provider_dispatch.dispatch.vocabulary import LABEL_JOB_ID, LABEL_SUBMISSION
-from airflow_provider_dispatch.lab.scenario import manifests
-from airflow_provider_dispatch.lab.simulated.controllers import WORKLOAD_CONTROLLERS
+from airflow_provider_dispatch_lab.scenario import manifests
+from airflow_provider_dispatch_lab.simulated.controllers import WORKLOAD_CONTROLLERS
 
 from .workload_steps import (
     ATTEMPT_LABEL,

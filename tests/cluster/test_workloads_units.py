@@ -9,18 +9,18 @@ from typing import Any
 import pytest
 from api_answers import expect_answer
 
-from airflow_provider_dispatch.lab.apiserver.auth.auth import UserInfo
-from airflow_provider_dispatch.lab.apiserver.registry.admission import AdmissionRequest
-from airflow_provider_dispatch.lab.apiserver.registry.resources import default_registry
-from airflow_provider_dispatch.lab.clock import LabClock
-from airflow_provider_dispatch.lab.simulated import webhook_errors
-from airflow_provider_dispatch.lab.simulated.objects import merge_maps, merge_patch_diff, merge_slices
-from airflow_provider_dispatch.lab.simulated.work_queue import KeyedQueue
-from airflow_provider_dispatch.lab.simulated.workloads import job_pods as jp
-from airflow_provider_dispatch.lab.simulated.workloads import jobset_jobs as jj
-from airflow_provider_dispatch.lab.simulated.workloads import trainer_build as tb
-from airflow_provider_dispatch.lab.simulated.workloads.jobset_webhooks import update_errors
-from airflow_provider_dispatch.lab.simulated.workloads.trainer_webhooks import TrainJobDefaulter, TrainJobValidator
+from airflow_provider_dispatch_lab.apiserver.auth.auth import UserInfo
+from airflow_provider_dispatch_lab.apiserver.registry.admission import AdmissionRequest
+from airflow_provider_dispatch_lab.apiserver.registry.resources import default_registry
+from airflow_provider_dispatch_lab.clock import LabClock
+from airflow_provider_dispatch_lab.simulated import webhook_errors
+from airflow_provider_dispatch_lab.simulated.objects import merge_maps, merge_patch_diff, merge_slices
+from airflow_provider_dispatch_lab.simulated.work_queue import KeyedQueue
+from airflow_provider_dispatch_lab.simulated.workloads import job_pods as jp
+from airflow_provider_dispatch_lab.simulated.workloads import jobset_jobs as jj
+from airflow_provider_dispatch_lab.simulated.workloads import trainer_build as tb
+from airflow_provider_dispatch_lab.simulated.workloads.jobset_webhooks import update_errors
+from airflow_provider_dispatch_lab.simulated.workloads.trainer_webhooks import TrainJobDefaulter, TrainJobValidator
 
 Obj = dict[str, Any]
 NOW = "2026-08-21T10:00:00Z"

@@ -17,7 +17,7 @@ import kubernetes
 from api_answers import answer_of, expect_answer
 from kubernetes.client import ApiException
 
-from airflow_provider_dispatch.lab.scenario import manifests
+from airflow_provider_dispatch_lab.scenario import manifests
 
 from .waiting import wait_for
 

@@ -42,6 +42,7 @@ from airflow_provider_dispatch.dispatch.programs import (
     Response,
     drive,
     drive_async,
+    queries,
 )
 from airflow_provider_dispatch.dispatch.selection import Selection
 from airflow_provider_dispatch.dispatch.vocabulary import parse_time
@@ -867,7 +868,7 @@ def test_inspect_parses_the_hold_record_once(monkeypatch: pytest.MonkeyPatch) ->
         parsed.append(ref)
         return fencing.recorded(trainjob, admission, ref)
 
-    monkeypatch.setattr(programs, "recorded", counting)
+    monkeypatch.setattr(queries, "recorded", counting)  # where `inspect` looks it up
     status_ = drive(programs.inspect(REF), lost_node_api().respond)
     assert parsed == [REF]
     assert [p.name for p in status_.remaining] == ["a", "p-0"]

@@ -29,7 +29,7 @@ from airflow_provider_dispatch.dispatch.admission import dispatch_runtime_patch
 from airflow_provider_dispatch.dispatch.assessment import Execution
 from airflow_provider_dispatch.dispatch.fencing import format_time, record
 from airflow_provider_dispatch.dispatch.vocabulary import parse_time
-from airflow_provider_dispatch.lab.scenario import manifests
+from airflow_provider_dispatch_lab.scenario import manifests
 
 Obj = dict[str, Any]
 MERGE_PATCH = "application/merge-patch+json"

@@ -28,9 +28,9 @@ from aiohttp import web
 
 from airflow_provider_dispatch.dispatch.evidence import DEFAULT_SETTLE_SECONDS
 from airflow_provider_dispatch.dispatch.nodes import DEFAULT_CLOCK_SKEW_SECONDS
-from airflow_provider_dispatch.lab.apiserver.auth.auth import Decision, UserInfo
-from airflow_provider_dispatch.lab.apiserver.requests import RequestInfo
-from airflow_provider_dispatch.lab.runtime import DEFAULT_TOKEN, Lab
+from airflow_provider_dispatch_lab.apiserver.auth.auth import Decision, UserInfo
+from airflow_provider_dispatch_lab.apiserver.requests import RequestInfo
+from airflow_provider_dispatch_lab.runtime import DEFAULT_TOKEN, Lab
 
 from .cluster import Cluster
 from .either import Either

@@ -16,10 +16,10 @@ from dataclasses import dataclass, field
 
 from aiohttp import web
 
-from airflow_provider_dispatch.lab.apiserver.auth.auth import UserInfo
-from airflow_provider_dispatch.lab.apiserver.errors import ApiError
-from airflow_provider_dispatch.lab.apiserver.faults import FaultInjector, FaultRule
-from airflow_provider_dispatch.lab.apiserver.server import USER_KEY
+from airflow_provider_dispatch_lab.apiserver.auth.auth import UserInfo
+from airflow_provider_dispatch_lab.apiserver.errors import ApiError
+from airflow_provider_dispatch_lab.apiserver.faults import FaultInjector, FaultRule
+from airflow_provider_dispatch_lab.apiserver.server import USER_KEY
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 Hook = Callable[[web.Request, Handler], Awaitable[web.StreamResponse]]

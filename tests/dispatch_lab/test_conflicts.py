@@ -17,7 +17,7 @@ import pytest
 from airflow_provider_dispatch.dispatch import vocabulary as v
 from airflow_provider_dispatch.dispatch.assessment import Execution
 from airflow_provider_dispatch.dispatch.errors import ConflictError, PersistentConflictError, UnreachableError
-from airflow_provider_dispatch.lab.apiserver.faults import FaultRule
+from airflow_provider_dispatch_lab.apiserver.faults import FaultRule
 
 from .cluster import Cluster
 from .conftest import DispatchLab, MakeAdapter

@@ -12,8 +12,8 @@ from aiohttp import web
 from airflow_provider_dispatch.dispatch import vocabulary as v
 from airflow_provider_dispatch.dispatch.assessment import Execution
 from airflow_provider_dispatch.dispatch.errors import PodsRemainError, UnreachableError
-from airflow_provider_dispatch.lab.apiserver.errors import ApiError
-from airflow_provider_dispatch.lab.apiserver.faults import FaultRule
+from airflow_provider_dispatch_lab.apiserver.errors import ApiError
+from airflow_provider_dispatch_lab.apiserver.faults import FaultRule
 
 from .cluster import Cluster
 from .conftest import DispatchLab, Handler, MakeAdapter

@@ -16,7 +16,7 @@ from airflow_provider_dispatch.kueue.clock import WallClock
 from airflow_provider_dispatch.kueue.reconciler import Reconciler
 from airflow_provider_dispatch.kueue.verdicts import Retry
 from airflow_provider_dispatch.kueue.waiting import WaitingIndex
-from airflow_provider_dispatch.lab.scenario import manifests
+from airflow_provider_dispatch_lab.scenario import manifests
 
 from .cluster import Cluster
 from .conftest import DispatchLab, MakeAdapter

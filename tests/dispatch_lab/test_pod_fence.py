@@ -17,7 +17,7 @@ from airflow_provider_dispatch.dispatch import vocabulary as v
 from airflow_provider_dispatch.dispatch.assessment import Execution
 from airflow_provider_dispatch.dispatch.errors import PodFenceError, SuspensionNotObservedError
 from airflow_provider_dispatch.dispatch.fence import POLICY_NAME
-from airflow_provider_dispatch.lab.scenario.pod_fence import install_pod_fence, remove_pod_fence
+from airflow_provider_dispatch_lab.scenario.pod_fence import install_pod_fence, remove_pod_fence
 
 from .cluster import Cluster
 from .conftest import DispatchLab, MakeAdapter

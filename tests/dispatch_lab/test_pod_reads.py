@@ -1,4 +1,4 @@
-"""The two consistent pod reads (DESIGN §3.2, programs.py) give the same answer through the real clients, and the
+"""The two consistent pod reads (DESIGN §3.2, programs/pods.py) give the same answer through the real clients, and the
 pinned read stays one snapshot while the namespace changes between its two lists."""
 
 from __future__ import annotations
@@ -8,10 +8,10 @@ from aiohttp import web
 
 from airflow_provider_dispatch.dispatch import vocabulary as v
 from airflow_provider_dispatch.dispatch.assessment import Execution
-from airflow_provider_dispatch.lab.apiserver.errors import ApiError
-from airflow_provider_dispatch.lab.client import LabClient
-from airflow_provider_dispatch.lab.runtime import DEFAULT_TOKEN
-from airflow_provider_dispatch.lab.scenario import manifests
+from airflow_provider_dispatch_lab.apiserver.errors import ApiError
+from airflow_provider_dispatch_lab.client import LabClient
+from airflow_provider_dispatch_lab.runtime import DEFAULT_TOKEN
+from airflow_provider_dispatch_lab.scenario import manifests
 
 from .cluster import JOB_TRACKING_FINALIZER, Cluster
 from .conftest import DispatchLab, Handler, MakeAdapter

@@ -17,7 +17,7 @@ from airflow_provider_dispatch.dispatch.errors import (
     SuspensionNotObservedError,
     UnreachableError,
 )
-from airflow_provider_dispatch.lab.scenario import manifests
+from airflow_provider_dispatch_lab.scenario import manifests
 
 from .cluster import Cluster
 from .conftest import NO_NODES, READER, DispatchLab, MakeAdapter

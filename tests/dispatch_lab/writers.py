@@ -15,10 +15,10 @@ from dataclasses import dataclass, field
 
 from aiohttp import web
 
-from airflow_provider_dispatch.lab.client import LabClient
-from airflow_provider_dispatch.lab.kinds import TRAINJOB
-from airflow_provider_dispatch.lab.runtime import Lab
-from airflow_provider_dispatch.lab.simulated.cluster import ClusterContext
+from airflow_provider_dispatch_lab.client import LabClient
+from airflow_provider_dispatch_lab.kinds import TRAINJOB
+from airflow_provider_dispatch_lab.runtime import Lab
+from airflow_provider_dispatch_lab.simulated.cluster import ClusterContext
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from served_lab import DISPATCH, Served, serve, stop
 
-from airflow_provider_dispatch.lab.real.binaries import locate
+from airflow_provider_dispatch_lab.real.binaries import locate
 
 __all__ = ["DISPATCH", "KubectlRun", "Served", "serve", "stop"]
 

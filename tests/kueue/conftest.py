@@ -18,10 +18,10 @@ import pytest
 
 from airflow_provider_dispatch.backoff import BackoffSchedule
 from airflow_provider_dispatch.kueue.controller import ControllerOptions
-from airflow_provider_dispatch.lab.runtime import Lab
-from airflow_provider_dispatch.lab.scenario.scenario import Scenario
-from airflow_provider_dispatch.lab.simulated.controllers import NODE_CONTROLLERS, WORKLOAD_CONTROLLERS
-from airflow_provider_dispatch.lab.simulated.kueue import KUEUE_CONTROLLERS
+from airflow_provider_dispatch_lab.runtime import Lab
+from airflow_provider_dispatch_lab.scenario.scenario import Scenario
+from airflow_provider_dispatch_lab.simulated.controllers import NODE_CONTROLLERS, WORKLOAD_CONTROLLERS
+from airflow_provider_dispatch_lab.simulated.kueue import KUEUE_CONTROLLERS
 
 from .support import ControllerTraffic, RunningController, Steps
 

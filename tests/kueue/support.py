@@ -29,14 +29,14 @@ from cluster.workload_steps import trainjob_selector, unique
 from airflow_provider_dispatch.dispatch import vocabulary as v
 from airflow_provider_dispatch.kueue.controller import AdmissionController, ControllerOptions
 from airflow_provider_dispatch.kueue.leader import ElectionConfig
-from airflow_provider_dispatch.lab.apiserver.auth.rbac_setup import LabRbac
-from airflow_provider_dispatch.lab.apiserver.faults import FaultInjector, FaultRule
-from airflow_provider_dispatch.lab.apiserver.server import USER_KEY
-from airflow_provider_dispatch.lab.runtime import Lab
-from airflow_provider_dispatch.lab.scenario import manifests
-from airflow_provider_dispatch.lab.scenario.kueue import QueueSetup, SyncKueueScenario
-from airflow_provider_dispatch.lab.scenario.scenario import Scenario
-from airflow_provider_dispatch.lab.simulated.kueue.admission_check import LabAdmissionController
+from airflow_provider_dispatch_lab.apiserver.auth.rbac_setup import LabRbac
+from airflow_provider_dispatch_lab.apiserver.faults import FaultInjector, FaultRule
+from airflow_provider_dispatch_lab.apiserver.server import USER_KEY
+from airflow_provider_dispatch_lab.runtime import Lab
+from airflow_provider_dispatch_lab.scenario import manifests
+from airflow_provider_dispatch_lab.scenario.kueue import QueueSetup, SyncKueueScenario
+from airflow_provider_dispatch_lab.scenario.scenario import Scenario
+from airflow_provider_dispatch_lab.simulated.kueue.admission_check import LabAdmissionController
 
 Obj = dict[str, Any]
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]

@@ -70,7 +70,7 @@ def test_a_trainjob_dispatch_does_not_manage_is_let_through_with_the_reason(
     setup = steps.queues()
     [check] = setup.admission_checks
     start_controller(check)
-    from airflow_provider_dispatch.lab.scenario import manifests
+    from airflow_provider_dispatch_lab.scenario import manifests
 
     name = "plain-" + steps.namespace
     body = manifests.trainjob(name, queue=setup.local_queue, runtime=steps.runtime(), num_nodes=2, suspend=False)

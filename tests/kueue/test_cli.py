@@ -12,11 +12,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-from airflow_provider_dispatch.lab.runtime import Lab
+from airflow_provider_dispatch_lab.runtime import Lab
 
 from .support import Steps, admission_of, admitted, ready
 
-COMMAND = [sys.executable, "-m", "airflow_provider_dispatch.cli", "admission-controller"]
+COMMAND = [sys.executable, "-m", "airflow_provider_dispatch.cli.commands", "admission-controller"]
 
 
 def test_the_command_admits_then_stops_on_sigterm(steps: Steps, kueue_lab: Lab, tmp_path: Path) -> None:

@@ -21,12 +21,12 @@ import pytest
 import yaml
 from kubernetes.client import ApiException
 
-from airflow_provider_dispatch.cli import main as dispatch_cli
+from airflow_provider_dispatch.cli.commands import main as dispatch_cli
 from airflow_provider_dispatch.dispatch import vocabulary as v
 from airflow_provider_dispatch.kueue.controller import ControllerOptions
 from airflow_provider_dispatch.kueue.leader import ElectionConfig
-from airflow_provider_dispatch.lab.apiserver.auth.rbac_setup import apply_documents
-from airflow_provider_dispatch.lab.runtime import Lab, write_kubeconfig
+from airflow_provider_dispatch_lab.apiserver.auth.rbac_setup import apply_documents
+from airflow_provider_dispatch_lab.runtime import Lab, write_kubeconfig
 
 from .support import (
     ControllerTraffic,
@@ -74,7 +74,7 @@ def deployed(kueue_lab: Lab, admin_api: kubernetes.client.ApiClient) -> list[Obj
     served = [d for d in documents if d["kind"] not in ("Deployment", "PodDisruptionBudget")]
 
     async def apply() -> None:
-        from airflow_provider_dispatch.lab.client import LabClient
+        from airflow_provider_dispatch_lab.client import LabClient
 
         client = LabClient(kueue_lab.url, "lab-admin-token", user_agent="kubectl")
         try:
@@ -181,7 +181,7 @@ def test_the_controller_runs_with_exactly_the_deployed_rbac(
         steps.custom.create_cluster_custom_object("kueue.x-k8s.io", "v1beta2", "clusterqueues", queue)
         local["metadata"]["namespace"] = steps.namespace
         steps.custom.create_namespaced_custom_object("kueue.x-k8s.io", "v1beta2", steps.namespace, "localqueues", local)
-        from airflow_provider_dispatch.lab.scenario.kueue import QueueSetup
+        from airflow_provider_dispatch_lab.scenario.kueue import QueueSetup
 
         setup = QueueSetup(queue["metadata"]["name"], local["metadata"]["name"], steps.namespace, (check,))
         name = steps.queued_trainjob(setup, steps.runtime())

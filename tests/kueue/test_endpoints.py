@@ -7,7 +7,7 @@ import aiohttp
 import pytest
 from click.testing import CliRunner
 
-from airflow_provider_dispatch.cli import main as dispatch_cli
+from airflow_provider_dispatch.cli.commands import main as dispatch_cli
 from airflow_provider_dispatch.dispatch.assessment import Execution
 from airflow_provider_dispatch.kueue.endpoints import Endpoints, Probes, parse_bind_address
 from airflow_provider_dispatch.kueue.leader import ElectionConfig, NotLeaderError, WritePermit

@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 from airflow_provider_dispatch.dispatch import vocabulary as v
-from airflow_provider_dispatch.lab.apiserver.faults import FaultRule
+from airflow_provider_dispatch_lab.apiserver.faults import FaultRule
 
 from .conftest import StartController
 from .support import (

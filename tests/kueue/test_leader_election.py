@@ -31,9 +31,9 @@ import yaml
 from airflow_provider_dispatch.kueue.api import ApiCallError
 from airflow_provider_dispatch.kueue.checks import ADMISSION_CHECK
 from airflow_provider_dispatch.kueue.leader import ElectionConfig
-from airflow_provider_dispatch.lab.apiserver.auth.rbac_setup import IDENTITY_NAMESPACE, apply_documents
-from airflow_provider_dispatch.lab.client import LabClient
-from airflow_provider_dispatch.lab.runtime import Lab
+from airflow_provider_dispatch_lab.apiserver.auth.rbac_setup import IDENTITY_NAMESPACE, apply_documents
+from airflow_provider_dispatch_lab.client import LabClient
+from airflow_provider_dispatch_lab.runtime import Lab
 
 from .conftest import CLUSTER, options
 from .support import (

@@ -18,10 +18,10 @@ from airflow_provider_dispatch.dispatch import vocabulary as v
 from airflow_provider_dispatch.kueue.api import KubeApi
 from airflow_provider_dispatch.kueue.informer import RETRY_BACKOFF, Event, Informer
 from airflow_provider_dispatch.kueue.workqueue import WorkQueue
-from airflow_provider_dispatch.lab.apiserver.faults import FaultInjector, FaultRule
-from airflow_provider_dispatch.lab.clock import LabClock
-from airflow_provider_dispatch.lab.runtime import DEFAULT_TOKEN, AsyncLab
-from airflow_provider_dispatch.lab.simulated.kueue.admission_check import lab_kubeconfig
+from airflow_provider_dispatch_lab.apiserver.faults import FaultInjector, FaultRule
+from airflow_provider_dispatch_lab.clock import LabClock
+from airflow_provider_dispatch_lab.runtime import DEFAULT_TOKEN, AsyncLab
+from airflow_provider_dispatch_lab.simulated.kueue.admission_check import lab_kubeconfig
 
 TIMEOUT = 10.0
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -101,8 +101,8 @@ async def test_an_informer_relists_after_410_and_resumes_after_an_ended_watch(
         try:
             async with asyncio.timeout(TIMEOUT):
                 await informer.synced.wait()
-            from airflow_provider_dispatch.lab.client import LabClient
-            from airflow_provider_dispatch.lab.scenario import manifests
+            from airflow_provider_dispatch_lab.client import LabClient
+            from airflow_provider_dispatch_lab.scenario import manifests
 
             admin = LabClient(lab.url, DEFAULT_TOKEN)
             try:
@@ -126,8 +126,8 @@ async def test_the_pod_informer_reports_events_of_trainjob_pods_only_and_keeps_n
     faulty_lab: tuple[AsyncLab, FaultInjector],
 ) -> None:
     lab, _ = faulty_lab
-    from airflow_provider_dispatch.lab.client import LabClient
-    from airflow_provider_dispatch.lab.scenario import manifests
+    from airflow_provider_dispatch_lab.client import LabClient
+    from airflow_provider_dispatch_lab.scenario import manifests
 
     loader = kubernetes_asyncio.config.kube_config.KubeConfigLoader(config_dict=lab_kubeconfig(lab.url, DEFAULT_TOKEN))
     configuration = kubernetes_asyncio.client.Configuration()

@@ -11,8 +11,8 @@ from api_answers import expect_answer
 from kubernetes.client import ApiException
 from servers import SERVERS, make_pod
 
-from airflow_provider_dispatch.lab.runtime import Lab
-from airflow_provider_dispatch.lab.scenario import manifests
+from airflow_provider_dispatch_lab.runtime import Lab
+from airflow_provider_dispatch_lab.scenario import manifests
 
 TRAINER = ("trainer.kubeflow.org", "v1alpha1")
 #: a finalizer no controller acts on (the real Job controller strips its own `batch.kubernetes.io/job-tracking`

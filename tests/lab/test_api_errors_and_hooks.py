@@ -12,11 +12,11 @@ from api_answers import expect_answer
 from kubernetes.client import ApiException
 from servers import SERVERS, make_pod
 
-from airflow_provider_dispatch.lab.apiserver.auth.auth import Decision, UserInfo
-from airflow_provider_dispatch.lab.apiserver.faults import FaultInjector, FaultRule
-from airflow_provider_dispatch.lab.apiserver.requests import RequestInfo
-from airflow_provider_dispatch.lab.runtime import Lab
-from airflow_provider_dispatch.lab.scenario import manifests
+from airflow_provider_dispatch_lab.apiserver.auth.auth import Decision, UserInfo
+from airflow_provider_dispatch_lab.apiserver.faults import FaultInjector, FaultRule
+from airflow_provider_dispatch_lab.apiserver.requests import RequestInfo
+from airflow_provider_dispatch_lab.runtime import Lab
+from airflow_provider_dispatch_lab.scenario import manifests
 
 API_SERVERS = SERVERS
 

@@ -18,7 +18,7 @@ from servers import SERVERS, make_pod
 
 from airflow_provider_dispatch.dispatch.evidence import spec_changed_at
 from airflow_provider_dispatch.dispatch.vocabulary import parse_time
-from airflow_provider_dispatch.lab.scenario import manifests
+from airflow_provider_dispatch_lab.scenario import manifests
 
 API_SERVERS = SERVERS
 TRAINER = ("trainer.kubeflow.org", "v1alpha1")

@@ -9,7 +9,7 @@ from api_answers import expect_answer
 from kubernetes.client import ApiException
 from servers import SERVERS, make_pod
 
-from airflow_provider_dispatch.lab.scenario import manifests
+from airflow_provider_dispatch_lab.scenario import manifests
 
 TRAINER = ("trainer.kubeflow.org", "v1alpha1")
 KUEUE = ("kueue.x-k8s.io", "v1beta2")

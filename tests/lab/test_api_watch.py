@@ -15,7 +15,7 @@ from kubernetes import watch
 from kubernetes.client import ApiException
 from servers import SERVERS, Server, make_pod
 
-from airflow_provider_dispatch.lab.runtime import Lab
+from airflow_provider_dispatch_lab.runtime import Lab
 
 API_SERVERS = SERVERS
 #: long enough for a write to land well before the real cacher's pre-timeout bookmark (decided 1 to 3 s before)

@@ -7,8 +7,8 @@ import time
 
 import pytest
 
-from airflow_provider_dispatch.lab.clock import LabClock, format_timestamp, parse_timestamp
-from airflow_provider_dispatch.lab.runtime import Lab
+from airflow_provider_dispatch_lab.clock import LabClock, format_timestamp, parse_timestamp
+from airflow_provider_dispatch_lab.runtime import Lab
 
 
 async def test_sleep_wakes_on_a_jump() -> None:

@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from airflow_provider_dispatch.lab.real.binaries import locate
-from airflow_provider_dispatch.lab.real.processes import ControlPlaneError
+from airflow_provider_dispatch_lab.real.binaries import locate
+from airflow_provider_dispatch_lab.real.processes import ControlPlaneError
 
 ROOT = Path(__file__).resolve().parents[2]
-CRDS = ROOT / "airflow_provider_dispatch" / "lab" / "crds"
+CRDS = ROOT / "lab" / "airflow_provider_dispatch_lab" / "crds"
 #: the module of each component, its key in controlplane/versions and its folder in the build's manifests/
 MODULES = {
     "github.com/kubeflow/trainer/v2": ("TRAINER", "trainer"),

@@ -13,8 +13,8 @@ import pytest
 from api_answers import expect_answer
 from kubernetes.client import ApiException
 
-from airflow_provider_dispatch.lab.apiserver.delays import REQUEST_TIMEOUT_SECONDS, DelayRule, RequestDelays
-from airflow_provider_dispatch.lab.runtime import Lab
+from airflow_provider_dispatch_lab.apiserver.delays import REQUEST_TIMEOUT_SECONDS, DelayRule, RequestDelays
+from airflow_provider_dispatch_lab.runtime import Lab
 
 AGENT = "slow-controller/1.0"
 

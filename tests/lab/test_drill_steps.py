@@ -16,11 +16,11 @@ import pytest
 from aiohttp import web
 
 from airflow_provider_dispatch.dispatch.errors import InvalidNameError, RefusedError
-from airflow_provider_dispatch.lab.apiserver.discovery import LAB_GIT_COMMIT
-from airflow_provider_dispatch.lab.runtime import Lab
-from airflow_provider_dispatch.lab.scenario import drill, manifests
-from airflow_provider_dispatch.lab.simulated.nodes.fencing import FENCE_AFTER_SECONDS
-from airflow_provider_dispatch.lab.simulated.nodes.kubelet_runs import STATE_ANNOTATION
+from airflow_provider_dispatch_lab.apiserver.discovery import LAB_GIT_COMMIT
+from airflow_provider_dispatch_lab.runtime import Lab
+from airflow_provider_dispatch_lab.scenario import drill, manifests
+from airflow_provider_dispatch_lab.simulated.nodes.fencing import FENCE_AFTER_SECONDS
+from airflow_provider_dispatch_lab.simulated.nodes.kubelet_runs import STATE_ANNOTATION
 
 REAL_COMMIT = "0b1d3e7c2f6a4b8d9e0f1a2b3c4d5e6f7a8b9c0d"
 

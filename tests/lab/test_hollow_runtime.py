@@ -14,14 +14,14 @@ from datetime import UTC, datetime
 
 import pytest
 
-from airflow_provider_dispatch.lab.clock import LabClock
-from airflow_provider_dispatch.lab.real.containers import ContainerRuntime, CriError
-from airflow_provider_dispatch.lab.simulated.nodes.workload import (
+from airflow_provider_dispatch_lab.clock import LabClock
+from airflow_provider_dispatch_lab.real.containers import ContainerRuntime, CriError
+from airflow_provider_dispatch_lab.simulated.nodes.workload import (
     RUN_SECONDS,
     SIGTERM_EXIT_CODE,
     TERMINATION_SECONDS,
 )
-from airflow_provider_dispatch.lab.truth.overlap import OverlapRecorder
+from airflow_provider_dispatch_lab.truth.overlap import OverlapRecorder
 
 START = datetime(2026, 12, 7, tzinfo=UTC)
 

@@ -17,10 +17,10 @@ from urllib.parse import urlsplit
 import kubernetes
 import pytest
 
-from airflow_provider_dispatch.lab.apiserver.faults import FaultInjector, FaultRule
-from airflow_provider_dispatch.lab.apiserver.metering import METRICS_PATH, Meter
-from airflow_provider_dispatch.lab.runtime import DEFAULT_TOKEN, Lab
-from airflow_provider_dispatch.lab.scenario import manifests
+from airflow_provider_dispatch_lab.apiserver.faults import FaultInjector, FaultRule
+from airflow_provider_dispatch_lab.apiserver.metering import METRICS_PATH, Meter
+from airflow_provider_dispatch_lab.runtime import DEFAULT_TOKEN, Lab
+from airflow_provider_dispatch_lab.scenario import manifests
 
 
 @dataclass

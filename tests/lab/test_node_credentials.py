@@ -16,8 +16,8 @@ import yaml
 from cryptography import x509
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from airflow_provider_dispatch.lab.real.pki import client_pair, make_pki
-from airflow_provider_dispatch.lab.runtime import write_kubeconfig
+from airflow_provider_dispatch_lab.real.pki import client_pair, make_pki
+from airflow_provider_dispatch_lab.runtime import write_kubeconfig
 
 
 def test_a_nodes_certificate_names_the_node_in_system_nodes_and_is_signed_by_the_ca(tmp_path: Path) -> None:

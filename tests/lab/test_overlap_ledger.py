@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from airflow_provider_dispatch.lab.apiserver.storage.store import Store
-from airflow_provider_dispatch.lab.truth.overlap import AdmissionLedger, OverlapRecorder
+from airflow_provider_dispatch_lab.apiserver.storage.store import Store
+from airflow_provider_dispatch_lab.truth.overlap import AdmissionLedger, OverlapRecorder
 
 TRAINJOBS = "trainjobs.trainer.kubeflow.org"
 

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from api_answers import expect_answer
 
-from airflow_provider_dispatch.lab.apiserver.registry.patching import (
+from airflow_provider_dispatch_lab.apiserver.registry.patching import (
     ATOMIC,
     ListSemantics,
     PatchError,

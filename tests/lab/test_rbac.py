@@ -24,18 +24,18 @@ from api_answers import answer_of, expect_answer
 from kubernetes.client import ApiException
 from servers import SERVERS
 
-from airflow_provider_dispatch.lab.apiserver.auth.rbac_setup import (
+from airflow_provider_dispatch_lab.apiserver.auth.rbac_setup import (
     IDENTITIES,
     SERVICE_ACCOUNTS,
     LabRbac,
     bootstrap_policy,
     dispatch_manifests,
 )
-from airflow_provider_dispatch.lab.real import RealCluster
-from airflow_provider_dispatch.lab.real.cluster import write_kubeconfig as write_real_kubeconfig
-from airflow_provider_dispatch.lab.real.processes import wait_for
-from airflow_provider_dispatch.lab.runtime import Lab, write_kubeconfig
-from airflow_provider_dispatch.lab.scenario import manifests
+from airflow_provider_dispatch_lab.real import RealCluster
+from airflow_provider_dispatch_lab.real.cluster import write_kubeconfig as write_real_kubeconfig
+from airflow_provider_dispatch_lab.real.processes import wait_for
+from airflow_provider_dispatch_lab.runtime import Lab, write_kubeconfig
+from airflow_provider_dispatch_lab.scenario import manifests
 
 TRAINER = ("trainer.kubeflow.org", "v1alpha1")
 KUEUE = ("kueue.x-k8s.io", "v1beta2")

@@ -13,25 +13,25 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_dispatch.lab import kinds
-from airflow_provider_dispatch.lab.apiserver.auth.auth import UserInfo
-from airflow_provider_dispatch.lab.apiserver.auth.rbac import RbacAuthorizer
-from airflow_provider_dispatch.lab.apiserver.auth.rbac_rules import (
+from airflow_provider_dispatch_lab import kinds
+from airflow_provider_dispatch_lab.apiserver.auth.auth import UserInfo
+from airflow_provider_dispatch_lab.apiserver.auth.rbac import RbacAuthorizer
+from airflow_provider_dispatch_lab.apiserver.auth.rbac_rules import (
     PolicyRule,
     Subject,
     applies_to,
     describe_binding,
     rule_allows,
 )
-from airflow_provider_dispatch.lab.apiserver.auth.rbac_tokens import (
+from airflow_provider_dispatch_lab.apiserver.auth.rbac_tokens import (
     ServiceAccountTokens,
     StaticTokens,
     TokenAuthenticator,
 )
-from airflow_provider_dispatch.lab.apiserver.errors import aggregate
-from airflow_provider_dispatch.lab.apiserver.requests import RequestInfo, parse_request
-from airflow_provider_dispatch.lab.apiserver.storage.store import Store
-from airflow_provider_dispatch.lab.clock import LabClock
+from airflow_provider_dispatch_lab.apiserver.errors import aggregate
+from airflow_provider_dispatch_lab.apiserver.requests import RequestInfo, parse_request
+from airflow_provider_dispatch_lab.apiserver.storage.store import Store
+from airflow_provider_dispatch_lab.clock import LabClock
 
 
 def _request(method: str, path: str, watch: bool = False) -> RequestInfo:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from airflow_provider_dispatch.lab.apiserver.registry.resources import (
+from airflow_provider_dispatch_lab.apiserver.registry.resources import (
     STANDARD_VERBS,
     Registry,
     builtin_types,
@@ -12,8 +12,8 @@ from airflow_provider_dispatch.lab.apiserver.registry.resources import (
     default_registry,
     load_crds,
 )
-from airflow_provider_dispatch.lab.apiserver.validation.schema import CrdSchema, TypeSchema
-from airflow_provider_dispatch.lab.apiserver.validation.schema_builtin import BuiltinSchema
+from airflow_provider_dispatch_lab.apiserver.validation.schema import CrdSchema, TypeSchema
+from airflow_provider_dispatch_lab.apiserver.validation.schema_builtin import BuiltinSchema
 
 NO_DELETECOLLECTION = tuple(v for v in STANDARD_VERBS if v != "deletecollection")
 

@@ -7,7 +7,7 @@ import asyncio
 
 import pytest
 
-from airflow_provider_dispatch.lab.runtime import Lab
+from airflow_provider_dispatch_lab.runtime import Lab
 
 
 def test_a_call_that_never_finishes_names_itself_and_the_tasks_it_waits_with() -> None:

@@ -13,16 +13,16 @@ from typing import Any
 import pytest
 from celpy import celtypes
 
-from airflow_provider_dispatch.lab.apiserver.registry.patching import ATOMIC, ListSemantics
-from airflow_provider_dispatch.lab.apiserver.registry.resources import ResourceType, default_registry, load_crds
-from airflow_provider_dispatch.lab.apiserver.validation import schema_cel
-from airflow_provider_dispatch.lab.apiserver.validation.schema import CrdSchema, FieldCause, TypeSchema
-from airflow_provider_dispatch.lab.apiserver.validation.schema_builtin import (
+from airflow_provider_dispatch_lab.apiserver.registry.patching import ATOMIC, ListSemantics
+from airflow_provider_dispatch_lab.apiserver.registry.resources import ResourceType, default_registry, load_crds
+from airflow_provider_dispatch_lab.apiserver.validation import schema_cel
+from airflow_provider_dispatch_lab.apiserver.validation.schema import CrdSchema, FieldCause, TypeSchema
+from airflow_provider_dispatch_lab.apiserver.validation.schema_builtin import (
     BuiltinSchema,
     apply_pod_create_admission,
     generate_job_selector,
 )
-from airflow_provider_dispatch.lab.apiserver.validation.schema_structural import Structural, compile_schema, iter_rules
+from airflow_provider_dispatch_lab.apiserver.validation.schema_structural import Structural, compile_schema, iter_rules
 
 Obj = dict[str, Any]
 Change = Callable[[Obj], None]

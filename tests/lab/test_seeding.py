@@ -19,11 +19,11 @@ import kubernetes
 import pytest
 from api_answers import expect_answer
 
-from airflow_provider_dispatch.lab.apiserver.auth.auth import Decision, UserInfo
-from airflow_provider_dispatch.lab.apiserver.requests import RequestInfo
-from airflow_provider_dispatch.lab.apiserver.seeding import SEED_PATH, BulkSeeder, render, seed_body
-from airflow_provider_dispatch.lab.runtime import DEFAULT_TOKEN, Lab
-from airflow_provider_dispatch.lab.scenario import manifests
+from airflow_provider_dispatch_lab.apiserver.auth.auth import Decision, UserInfo
+from airflow_provider_dispatch_lab.apiserver.requests import RequestInfo
+from airflow_provider_dispatch_lab.apiserver.seeding import SEED_PATH, BulkSeeder, render, seed_body
+from airflow_provider_dispatch_lab.runtime import DEFAULT_TOKEN, Lab
+from airflow_provider_dispatch_lab.scenario import manifests
 
 PODS = "/api/v1/namespaces/{ns}/pods"
 STATUS = {

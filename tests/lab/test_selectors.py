@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_dispatch.lab.apiserver.storage.selectors import (
+from airflow_provider_dispatch_lab.apiserver.storage.selectors import (
     SUPPORTED_FIELDS,
     FieldSelector,
     LabelSelector,

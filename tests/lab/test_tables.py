@@ -11,8 +11,8 @@ import kubernetes
 import pytest
 from api_answers import expect_answer
 
-from airflow_provider_dispatch.lab.apiserver import tables
-from airflow_provider_dispatch.lab.runtime import Lab
+from airflow_provider_dispatch_lab.apiserver import tables
+from airflow_provider_dispatch_lab.runtime import Lab
 
 TABLE = "application/json;as=Table;v=v1;g=meta.k8s.io"
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import kubernetes
 import pytest
 
-from airflow_provider_dispatch.lab.real import RealCluster
+from airflow_provider_dispatch_lab.real import RealCluster
 
 from .deploy_steps import deploy_tools
 from .steps import RealSteps

@@ -29,8 +29,8 @@ import kubernetes
 import pytest
 import yaml
 
-from airflow_provider_dispatch.lab.real import RealCluster
-from airflow_provider_dispatch.lab.real.cluster import write_kubeconfig
+from airflow_provider_dispatch_lab.real import RealCluster
+from airflow_provider_dispatch_lab.real.cluster import write_kubeconfig
 
 ROOT = Path(__file__).resolve().parents[2]
 TOOLS_ENV = "DISPATCH_DEPLOY_TOOLS_BIN"

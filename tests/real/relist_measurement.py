@@ -30,10 +30,10 @@ from typing import Any
 
 import kubernetes
 
-from airflow_provider_dispatch.lab.real import RealCluster
-from airflow_provider_dispatch.lab.real.processes import wait_for
-from airflow_provider_dispatch.lab.scenario import manifests
-from airflow_provider_dispatch.lab.simulated.nodes.workload import TERMINATION_SECONDS
+from airflow_provider_dispatch_lab.real import RealCluster
+from airflow_provider_dispatch_lab.real.processes import wait_for
+from airflow_provider_dispatch_lab.scenario import manifests
+from airflow_provider_dispatch_lab.simulated.nodes.workload import TERMINATION_SECONDS
 
 
 @dataclass(frozen=True)

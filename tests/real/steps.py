@@ -31,11 +31,11 @@ from airflow_provider_dispatch.dispatch.errors import (
     PodsRemainError,
     SuspensionNotObservedError,
 )
-from airflow_provider_dispatch.lab.real import RealCluster
-from airflow_provider_dispatch.lab.real.processes import wait_for
-from airflow_provider_dispatch.lab.scenario import manifests
-from airflow_provider_dispatch.lab.simulated.nodes.workload import TERMINATION_SECONDS
-from airflow_provider_dispatch.lab.truth.overlap import Overlap, ProcessRecord
+from airflow_provider_dispatch_lab.real import RealCluster
+from airflow_provider_dispatch_lab.real.processes import wait_for
+from airflow_provider_dispatch_lab.scenario import manifests
+from airflow_provider_dispatch_lab.simulated.nodes.workload import TERMINATION_SECONDS
+from airflow_provider_dispatch_lab.truth.overlap import Overlap, ProcessRecord
 
 T = TypeVar("T")
 Obj = dict[str, Any]

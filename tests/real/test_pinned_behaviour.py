@@ -18,9 +18,9 @@ import kubernetes
 import pytest
 from kubernetes.client.exceptions import ApiException
 
-from airflow_provider_dispatch.lab.real import RealCluster
-from airflow_provider_dispatch.lab.real.processes import wait_for
-from airflow_provider_dispatch.lab.scenario import manifests
+from airflow_provider_dispatch_lab.real import RealCluster
+from airflow_provider_dispatch_lab.real.processes import wait_for
+from airflow_provider_dispatch_lab.scenario import manifests
 from tests.cluster.workload_steps import immutable_replicated_jobs, replace_jobset
 
 pytestmark = pytest.mark.slow

@@ -15,9 +15,9 @@ import pytest
 from api_answers import expect_answer
 from kubernetes.client.exceptions import ApiException
 
-from airflow_provider_dispatch.lab.real import RealCluster
-from airflow_provider_dispatch.lab.real.processes import wait_for
-from airflow_provider_dispatch.lab.scenario import manifests
+from airflow_provider_dispatch_lab.real import RealCluster
+from airflow_provider_dispatch_lab.real.processes import wait_for
+from airflow_provider_dispatch_lab.scenario import manifests
 from tests.real.conftest import client_for
 
 pytestmark = pytest.mark.slow

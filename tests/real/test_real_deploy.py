@@ -27,8 +27,8 @@ from kubernetes.client import ApiException
 
 from airflow_provider_dispatch.dispatch.fence import manifests as pod_fence
 from airflow_provider_dispatch.kueue.leader import JITTER_FACTOR
-from airflow_provider_dispatch.lab.real import RealCluster
-from airflow_provider_dispatch.lab.scenario import manifests
+from airflow_provider_dispatch_lab.real import RealCluster
+from airflow_provider_dispatch_lab.scenario import manifests
 
 from .deploy_steps import (
     CHART,

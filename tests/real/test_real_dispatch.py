@@ -27,8 +27,8 @@ from airflow_provider_dispatch.dispatch.errors import (
     PodsRemainError,
     SpecRejectedError,
 )
-from airflow_provider_dispatch.lab.real import RealCluster
-from airflow_provider_dispatch.lab.scenario import manifests
+from airflow_provider_dispatch_lab.real import RealCluster
+from airflow_provider_dispatch_lab.scenario import manifests
 
 from .steps import DRAINED, SETTLED, TRAINER, Either, RealSteps, make_adapter, until
 

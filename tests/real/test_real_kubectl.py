@@ -25,10 +25,10 @@ from typing import Any
 import kubernetes
 import pytest
 
-from airflow_provider_dispatch.lab.apiserver.auth.rbac_setup import IDENTITIES
-from airflow_provider_dispatch.lab.real import RealCluster
-from airflow_provider_dispatch.lab.real.binaries import locate
-from airflow_provider_dispatch.lab.runtime import Lab
+from airflow_provider_dispatch_lab.apiserver.auth.rbac_setup import IDENTITIES
+from airflow_provider_dispatch_lab.real import RealCluster
+from airflow_provider_dispatch_lab.real.binaries import locate
+from airflow_provider_dispatch_lab.runtime import Lab
 
 from .steps import server_release
 

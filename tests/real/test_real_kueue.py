@@ -26,8 +26,8 @@ from airflow_provider_dispatch.backoff import BackoffSchedule
 from airflow_provider_dispatch.dispatch import vocabulary as v
 from airflow_provider_dispatch.kueue.controller import ControllerOptions
 from airflow_provider_dispatch.kueue.runner import run_admission_controller
-from airflow_provider_dispatch.lab.real import RealCluster
-from airflow_provider_dispatch.lab.scenario import manifests
+from airflow_provider_dispatch_lab.real import RealCluster
+from airflow_provider_dispatch_lab.scenario import manifests
 
 from .steps import SETTLE, TRAINER, RealSteps, unique
 

@@ -35,8 +35,8 @@ from airflow_provider_dispatch.dispatch import vocabulary as v
 from airflow_provider_dispatch.dispatch.assessment import Execution
 from airflow_provider_dispatch.dispatch.errors import PodsRemainError, SuspensionNotObservedError
 from airflow_provider_dispatch.dispatch.fence import POLICY_NAME
-from airflow_provider_dispatch.lab.real import RealCluster
-from airflow_provider_dispatch.lab.scenario.pod_fence import install_pod_fence, remove_pod_fence
+from airflow_provider_dispatch_lab.real import RealCluster
+from airflow_provider_dispatch_lab.scenario.pod_fence import install_pod_fence, remove_pod_fence
 
 from .steps import DRAINED, OBSERVED, SETTLED, TRAINER, Either, RealSteps, make_adapter, until
 

@@ -21,7 +21,7 @@ from reliability.test_misbehaving import SELECTOR_LABELS
 from airflow_provider_dispatch.dispatch import vocabulary as v
 from airflow_provider_dispatch.dispatch.assessment import Execution
 from airflow_provider_dispatch.dispatch.errors import PodsRemainError
-from airflow_provider_dispatch.lab.real import RealCluster
+from airflow_provider_dispatch_lab.real import RealCluster
 
 from .steps import DRAINED, SETTLED, TRAINER, Either, RealSteps, make_adapter, until
 

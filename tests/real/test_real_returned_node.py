@@ -25,7 +25,7 @@ from airflow_provider_dispatch.dispatch.assessment import Execution
 from airflow_provider_dispatch.dispatch.errors import PodsRemainError
 from airflow_provider_dispatch.dispatch.nodes import RETURN_MARGIN_SECONDS
 from airflow_provider_dispatch.dispatch.vocabulary import ANNOTATION_EXECUTION_PODS
-from airflow_provider_dispatch.lab.real import RealCluster
+from airflow_provider_dispatch_lab.real import RealCluster
 
 from .steps import DRAINED, GRACE, SETTLED, Either, RealSteps, make_adapter, until
 

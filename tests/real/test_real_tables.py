@@ -17,9 +17,9 @@ from typing import Any
 import kubernetes
 import pytest
 
-from airflow_provider_dispatch.lab.apiserver import tables
-from airflow_provider_dispatch.lab.apiserver.registry.resources import default_registry
-from airflow_provider_dispatch.lab.runtime import Lab
+from airflow_provider_dispatch_lab.apiserver import tables
+from airflow_provider_dispatch_lab.apiserver.registry.resources import default_registry
+from airflow_provider_dispatch_lab.runtime import Lab
 
 from .steps import server_release
 

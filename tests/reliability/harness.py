@@ -38,17 +38,17 @@ from aiohttp import web
 from dispatch_lab.middleware import Handler, Hook, Hooks, failure_status, user_name
 
 from airflow_provider_dispatch.dispatch import vocabulary as v
-from airflow_provider_dispatch.lab.apiserver.auth.auth import Decision, UserInfo
-from airflow_provider_dispatch.lab.apiserver.delays import RequestDelays
-from airflow_provider_dispatch.lab.apiserver.faults import FaultInjector, FaultKind, FaultRule
-from airflow_provider_dispatch.lab.apiserver.requests import RequestInfo
-from airflow_provider_dispatch.lab.apiserver.server import INFO_KEY
-from airflow_provider_dispatch.lab.apiserver.storage.store import WatchEvent
-from airflow_provider_dispatch.lab.runtime import DEFAULT_TOKEN, Lab
-from airflow_provider_dispatch.lab.scenario.scenario import Scenario
-from airflow_provider_dispatch.lab.simulated.cluster import ControllerFactory
-from airflow_provider_dispatch.lab.simulated.controllers import NODE_CONTROLLERS, WORKLOAD_CONTROLLERS
-from airflow_provider_dispatch.lab.truth.overlap import PodIdentity
+from airflow_provider_dispatch_lab.apiserver.auth.auth import Decision, UserInfo
+from airflow_provider_dispatch_lab.apiserver.delays import RequestDelays
+from airflow_provider_dispatch_lab.apiserver.faults import FaultInjector, FaultKind, FaultRule
+from airflow_provider_dispatch_lab.apiserver.requests import RequestInfo
+from airflow_provider_dispatch_lab.apiserver.server import INFO_KEY
+from airflow_provider_dispatch_lab.apiserver.storage.store import WatchEvent
+from airflow_provider_dispatch_lab.runtime import DEFAULT_TOKEN, Lab
+from airflow_provider_dispatch_lab.scenario.scenario import Scenario
+from airflow_provider_dispatch_lab.simulated.cluster import ControllerFactory
+from airflow_provider_dispatch_lab.simulated.controllers import NODE_CONTROLLERS, WORKLOAD_CONTROLLERS
+from airflow_provider_dispatch_lab.truth.overlap import PodIdentity
 
 Obj = dict[str, Any]
 

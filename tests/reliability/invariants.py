@@ -40,7 +40,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from airflow_provider_dispatch.dispatch import vocabulary as v
-from airflow_provider_dispatch.lab.truth.overlap import ProcessRecord
+from airflow_provider_dispatch_lab.truth.overlap import ProcessRecord
 
 from .callers import Outcome
 from .harness import ADMISSION_CONTROLLER, CALLERS, HOSTILE, KUEUE_USER, Call, PodCreated, TrainJobWrite

@@ -31,9 +31,9 @@ from kueue.support import RunningController
 
 from airflow_provider_dispatch.backoff import BackoffSchedule
 from airflow_provider_dispatch.kueue.controller import ControllerOptions
-from airflow_provider_dispatch.lab.scenario.kueue import ScenarioError, SyncKueueScenario
-from airflow_provider_dispatch.lab.simulated.cluster import ControllerFactory
-from airflow_provider_dispatch.lab.simulated.kueue import KUEUE_CONTROLLERS
+from airflow_provider_dispatch_lab.scenario.kueue import ScenarioError, SyncKueueScenario
+from airflow_provider_dispatch_lab.simulated.cluster import ControllerFactory
+from airflow_provider_dispatch_lab.simulated.kueue import KUEUE_CONTROLLERS
 
 from . import invariants
 from .callers import Outcome

@@ -41,6 +41,8 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = "airflow_provider_dispatch"
+#: the lab the model runs on, a distribution of its own (lab/): copied and digested with the package
+LAB = Path("lab") / "airflow_provider_dispatch_lab"
 
 
 @dataclass(frozen=True)
@@ -118,14 +120,14 @@ MUTANTS: tuple[Mutant, ...] = (
     # --- the record --------------------------------------------------------------------------------------------
     Mutant(
         "hold-record",
-        "dispatch/programs.py",
+        "dispatch/programs/holding.py",
         "yield from _replace(v.TRAINJOB, hold_body(trainjob, made.to_annotation()), text)",
         "yield from _replace(v.TRAINJOB, hold_body(trainjob), text)",
         "the hold records the execution's pods, so a later force deletion or label edit cannot hide them",
     ),
     Mutant(
         "hold-records-a-held-object",
-        "dispatch/programs.py",
+        "dispatch/programs/holding.py",
         "    if is_held(trainjob):\n        yield from ensure_record(trainjob, obj, page_size=page_size)\n",
         "    if is_held(trainjob):\n",
         "a TrainJob suspended by someone else is recorded when dispatch first sees it held (fencing.py)",
@@ -207,7 +209,7 @@ MUTANTS: tuple[Mutant, ...] = (
     # --- the write, the runtime, the names ---------------------------------------------------------------------
     Mutant(
         "conditional-write",
-        "dispatch/programs.py",
+        "dispatch/programs/releasing.py",
         "        fence=checked.fence.identity,\n    )\n    try:\n",
         "        fence=checked.fence.identity,\n    )\n"
         "    fresh = yield from read_trainjob(target)  # the write no longer depends on what was checked\n"
@@ -240,7 +242,7 @@ MUTANTS: tuple[Mutant, ...] = (
     # --- the record that only grows, the deleted Node, the namesake's predecessor (issue 26) -------------------
     Mutant(
         "record-grows-with-listed-pods",
-        "dispatch/programs.py",
+        "dispatch/programs/releasing.py",
         "record = grown(record, pods=drained.pods, nodes=drained.nodes, now=drained.server_now)",
         "record = grown(record, pods=(), nodes=drained.nodes, now=drained.server_now)",
         "a pod bound or created after the hold's record, then listed, keeps blocking after a force deletion (#26, 1-2)",
@@ -326,12 +328,12 @@ INVARIANTS: tuple[tuple[str, str], ...] = (
 
 
 def source_digest(root: Path = ROOT) -> str:
-    """A digest of dispatch's and the model's sources: a baseline kept for other sources is not reused. The
+    """A digest of dispatch's, the lab's and the model's sources: a baseline kept for other sources is not reused. The
     reliability suite's test modules and this gate are left out: the baseline's schedules do not run them, so
     editing a directed test or the gate's table keeps the baseline."""
     digest = hashlib.sha256()
     model = [p for p in (root / "tests" / "reliability").glob("*.py") if not _outside_model(p)]
-    for path in sorted([*(root / PACKAGE).rglob("*.py"), *model]):
+    for path in sorted([*(root / PACKAGE).rglob("*.py"), *(root / LAB).rglob("*.py"), *model]):
         digest.update(path.read_bytes())
     return digest.hexdigest()[:12]
 
@@ -395,10 +397,11 @@ def check(mutant: Mutant, root: Path = ROOT) -> str:
 
 
 def materialise(mutant: Mutant | None, into: Path, source: Path = ROOT) -> Path:
-    """A copy of the package and of the tests of `source` under `into` (the package mutated unless `mutant` is
-    None); returns the directory to put first on PYTHONPATH."""
+    """A copy of the package, of the lab's package and of the tests of `source` under `into` (the package mutated
+    unless `mutant` is None); returns the directory to put first on PYTHONPATH."""
     target = into / PACKAGE
     shutil.copytree(source / PACKAGE, target, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(source / LAB, into / LAB.name, ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copytree(source / "tests", into / "tests", ignore=shutil.ignore_patterns("__pycache__", "mutation-gate*"))
     if mutant is not None:
         (target / mutant.file).write_text(check(mutant, source))
@@ -406,7 +409,7 @@ def materialise(mutant: Mutant | None, into: Path, source: Path = ROOT) -> Path:
 
 
 def snapshot(into: Path) -> Path:
-    """The package and the tests as they are when the gate starts, copied once: every mutant and the baseline
+    """The package, the lab and the tests as they are when the gate starts, copied once: every mutant and the baseline
     are made from this copy, so editing the checkout while the gate runs (hours, at a large budget) changes no
     run of it."""
     return materialise(None, into)
@@ -428,12 +431,14 @@ class Run:
 def _worker(args: argparse.Namespace) -> int:
     """In the mutant's process: run the schedules, one JSON line each, until told to stop by a failure."""
     import airflow_provider_dispatch
+    import airflow_provider_dispatch_lab
 
-    where = Path(airflow_provider_dispatch.__file__).resolve()
     expected = Path(os.environ["DISPATCH_MUTANT_ROOT"]).resolve()
-    if expected not in where.parents:
-        print(json.dumps({"error": f"imported {where}, not the copy under {expected}"}), flush=True)
-        return 3
+    for package in (airflow_provider_dispatch, airflow_provider_dispatch_lab):
+        where = Path(package.__file__ or "").resolve()
+        if expected not in where.parents:
+            print(json.dumps({"error": f"imported {where}, not the copy under {expected}"}), flush=True)
+            return 3
     copied = expected / "tests"
     sys.path.insert(0, str(copied if copied.is_dir() else ROOT / "tests"))
     from reliability.runner import run_schedule

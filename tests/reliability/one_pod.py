@@ -13,8 +13,8 @@ from typing import Any
 
 import kubernetes
 
-from airflow_provider_dispatch.lab.scenario.pod_fence import install_pod_fence
-from airflow_provider_dispatch.lab.truth.overlap import Overlap
+from airflow_provider_dispatch_lab.scenario.pod_fence import install_pod_fence
+from airflow_provider_dispatch_lab.truth.overlap import Overlap
 
 from .callers import Outcome
 from .harness import ADMIN, ReliabilityLab

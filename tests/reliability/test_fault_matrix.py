@@ -35,7 +35,7 @@ from dispatch_lab.cluster import Cluster
 from airflow_provider_dispatch.dispatch import vocabulary as v
 from airflow_provider_dispatch.dispatch.assessment import Execution, Status
 from airflow_provider_dispatch.dispatch.errors import ConflictError
-from airflow_provider_dispatch.lab.scenario import manifests
+from airflow_provider_dispatch_lab.scenario import manifests
 
 from . import invariants
 from .callers import Callers, Outcome

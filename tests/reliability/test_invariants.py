@@ -10,7 +10,7 @@ import pytest
 from airflow_provider_dispatch.dispatch import vocabulary as v
 from airflow_provider_dispatch.dispatch.assessment import Execution
 from airflow_provider_dispatch.dispatch.errors import ConflictError, UnreachableError
-from airflow_provider_dispatch.lab.truth.overlap import (
+from airflow_provider_dispatch_lab.truth.overlap import (
     COMPLETION_INDEX,
     JOB_INDEX,
     REPLICATED_JOB_NAME,

@@ -34,8 +34,8 @@ from airflow_provider_dispatch.dispatch.errors import HoldSettlingError, PodsRem
 from airflow_provider_dispatch.dispatch.evidence import DEFAULT_SETTLE_SECONDS
 from airflow_provider_dispatch.dispatch.fence import POLICY_NAME
 from airflow_provider_dispatch.dispatch.nodes import DEFAULT_CLOCK_SKEW_SECONDS
-from airflow_provider_dispatch.lab.apiserver.delays import DelayRule
-from airflow_provider_dispatch.lab.apiserver.server import CLOCK_OFFSET_KEY
+from airflow_provider_dispatch_lab.apiserver.delays import DelayRule
+from airflow_provider_dispatch_lab.apiserver.server import CLOCK_OFFSET_KEY
 
 from .harness import CALLERS, HOSTILE
 from .one_pod import core, do, hold, one_pod_world, only_process, overlaps, release, require

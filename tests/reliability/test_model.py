@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from airflow_provider_dispatch.dispatch import programs
+from airflow_provider_dispatch.dispatch.programs import queries, releasing
 
 from .figures import report
 from .runner import ScheduleReport, run_many, run_schedule
@@ -128,7 +129,9 @@ def without_the_drain_check(monkeypatch: pytest.MonkeyPatch) -> None:
         return programs.Drain(programs.PodRead((), "", "full"), {}, {}, ())
         yield  # a generator, as the programs expect
 
-    monkeypatch.setattr(programs, "drain", no_drain)
+    # wherever a program looks `drain` up: the admissions' module, the read-only programs', and the package's
+    for module in (programs, releasing, queries):
+        monkeypatch.setattr(module, "drain", no_drain)
 
 
 @pytest.mark.usefixtures("without_the_drain_check")

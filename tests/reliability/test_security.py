@@ -34,11 +34,11 @@ from airflow_provider_dispatch.dispatch.errors import (
     PodsRemainError,
     RefusedError,
 )
-from airflow_provider_dispatch.lab.apiserver.auth.auth import Authenticator, UserInfo
-from airflow_provider_dispatch.lab.apiserver.auth.rbac_setup import ADMIN_USER
-from airflow_provider_dispatch.lab.runtime import Lab, write_kubeconfig
-from airflow_provider_dispatch.lab.scenario import manifests
-from airflow_provider_dispatch.lab.scenario.pod_fence import install_pod_fence, remove_pod_fence
+from airflow_provider_dispatch_lab.apiserver.auth.auth import Authenticator, UserInfo
+from airflow_provider_dispatch_lab.apiserver.auth.rbac_setup import ADMIN_USER
+from airflow_provider_dispatch_lab.runtime import Lab, write_kubeconfig
+from airflow_provider_dispatch_lab.scenario import manifests
+from airflow_provider_dispatch_lab.scenario.pod_fence import install_pod_fence, remove_pod_fence
 
 from .harness import Journal
 
@@ -231,7 +231,8 @@ async def test_an_identity_that_may_not_read_the_pod_fence_is_told_which_role_to
 ) -> None:
     """The writer without dispatch-fence-reader (`no-nodes`, dispatch-writer alone), with `require_pod_fence`:
     the check cannot verify the fence, refuses with the role to grant, and writes nothing. The fence is the check's
-    last read (after the pods, programs.py), so the previous execution left no pod here: nothing else refuses."""
+    last read (after the pods, programs/releasing.py), so the previous execution left no pod here: nothing else
+    refuses."""
     install_pod_fence(rbac_lab.admin)
     try:
         no_fence = await adapters("no-nodes", require_pod_fence=True)

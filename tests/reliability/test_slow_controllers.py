@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import kubernetes
 
-from airflow_provider_dispatch.lab.apiserver.delays import DelayRule
+from airflow_provider_dispatch_lab.apiserver.delays import DelayRule
 
 from .harness import ReliabilityLab
 from .schedule import Step

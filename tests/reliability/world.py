@@ -63,14 +63,14 @@ from kubernetes.client import ApiException
 
 from airflow_provider_dispatch.dispatch import vocabulary as v
 from airflow_provider_dispatch.dispatch.errors import ForbiddenError
-from airflow_provider_dispatch.lab.apiserver.delays import DelayRule
-from airflow_provider_dispatch.lab.apiserver.faults import FaultInjector, FaultRule
-from airflow_provider_dispatch.lab.client import ApiStatusError
-from airflow_provider_dispatch.lab.clock import parse_timestamp
-from airflow_provider_dispatch.lab.scenario import manifests
-from airflow_provider_dispatch.lab.simulated.nodes import workload
-from airflow_provider_dispatch.lab.simulated.nodes.kubelet import MachineUnavailable
-from airflow_provider_dispatch.lab.truth.overlap import ProcessRecord
+from airflow_provider_dispatch_lab.apiserver.delays import DelayRule
+from airflow_provider_dispatch_lab.apiserver.faults import FaultInjector, FaultRule
+from airflow_provider_dispatch_lab.client import ApiStatusError
+from airflow_provider_dispatch_lab.clock import parse_timestamp
+from airflow_provider_dispatch_lab.scenario import manifests
+from airflow_provider_dispatch_lab.simulated.nodes import workload
+from airflow_provider_dispatch_lab.simulated.nodes.kubelet import MachineUnavailable
+from airflow_provider_dispatch_lab.truth.overlap import ProcessRecord
 
 from . import invariants
 from .callers import Callers, Outcome, PlannedCall

@@ -32,7 +32,7 @@ from typing import Final
 
 from aiohttp import web
 
-from airflow_provider_dispatch.lab.simulated.cluster import ClusterContext
+from airflow_provider_dispatch_lab.simulated.cluster import ClusterContext
 
 from .environment import scoped_env
 

@@ -29,10 +29,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import cast
 
-from airflow_provider_dispatch.lab.apiserver.metering import Meter
-from airflow_provider_dispatch.lab.apiserver.seeding import BulkSeeder
-from airflow_provider_dispatch.lab.runtime import DEFAULT_TOKEN, AsyncLab
-from airflow_provider_dispatch.lab.simulated.cluster import ControllerFactory
+from airflow_provider_dispatch_lab.apiserver.metering import Meter
+from airflow_provider_dispatch_lab.apiserver.seeding import BulkSeeder
+from airflow_provider_dispatch_lab.runtime import DEFAULT_TOKEN, AsyncLab
+from airflow_provider_dispatch_lab.simulated.cluster import ControllerFactory
 
 
 def controller_factory(spec: str) -> ControllerFactory:

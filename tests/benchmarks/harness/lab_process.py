@@ -30,8 +30,8 @@ from typing import IO, Any
 
 import psutil
 
-from airflow_provider_dispatch.lab.apiserver.metering import METRICS_PATH
-from airflow_provider_dispatch.lab.apiserver.seeding import SEED_PATH, seed_body
+from airflow_provider_dispatch_lab.apiserver.metering import METRICS_PATH
+from airflow_provider_dispatch_lab.apiserver.seeding import SEED_PATH, seed_body
 
 from .meter import MeterReading, Traffic
 from .workers import python_env

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from airflow_provider_dispatch.lab.apiserver.metering import METRICS_KIND
+from airflow_provider_dispatch_lab.apiserver.metering import METRICS_KIND
 
 
 @dataclass(frozen=True)
