@@ -566,6 +566,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--jobs", type=int, default=1, help="mutants run at once (default 1; 2 cores: 2)")
     parser.add_argument("--out", type=Path, default=Path("mutation-gate"), help="where the table and JSON go")
     parser.add_argument("--check", action="store_true", help="only check that every snippet matches once")
+    parser.add_argument(
+        "--judge",
+        choices=("model", "sim"),
+        default="model",
+        help="who kills: the live-lab model (default) or the deterministic simulation's search (tests/reliability/sim)",
+    )
+    parser.add_argument("--sim-seeds", type=int, default=2000, help="--judge sim: seeds per mutant before it survives")
+    parser.add_argument("--sim-steps", type=int, default=600, help="--judge sim: steps per simulated schedule")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--seeds", type=int, nargs="*", default=[], help=argparse.SUPPRESS)
     parser.add_argument("--stop-at-failure", action="store_true", help=argparse.SUPPRESS)
@@ -600,7 +608,67 @@ def main(argv: Sequence[str] | None = None) -> int:
     options.out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="mutation-gate-source-") as frozen:
         options.source = snapshot(Path(frozen))
+        if options.judge == "sim":
+            return _sim_gate(chosen, options)
         return _gate(chosen, options)
+
+
+# --- the second judge: the simulation's search (tests/reliability/sim/search.py) -------------------------------------
+
+
+def sim_search(mutant: Mutant | None, options: argparse.Namespace) -> dict[str, Any]:
+    """The search on a copy of the package (mutated unless None), in a subprocess: its JSON result."""
+    with tempfile.TemporaryDirectory(prefix=f"sim-{mutant.name if mutant else 'baseline'}-") as tmp:
+        root = materialise(mutant, Path(tmp), options.source)
+        env = {**os.environ, "PYTHONPATH": str(root)}
+        command = [
+            sys.executable,
+            str(root / "tests" / "reliability" / "sim" / "search.py"),
+            "--seed",
+            "1",
+            "--seeds",
+            str(options.sim_seeds),
+            "--steps",
+            str(options.sim_steps),
+            "--json",
+            "--no-shrink",
+        ]
+        done = subprocess.run(command, env=env, cwd=tmp, capture_output=True, text=True, check=False)
+    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
+    if not lines:
+        raise RuntimeError(f"the search ran nothing ({done.returncode}): {done.stderr[-3000:]}")
+    result: dict[str, Any] = json.loads(lines[-1])
+    return result
+
+
+def _sim_gate(chosen: Sequence[Mutant], options: argparse.Namespace) -> int:
+    """Each mutant judged by the simulation's search: killed when it finds a violation within `--sim-seeds` seeds
+    that the unmutated code survives (the baseline must survive them all, or the table says so)."""
+    started = time.monotonic()
+    baseline = sim_search(None, options)
+    lines = [
+        f"Mutation gate, judged by the simulation's search: seeds 1 to {options.sim_seeds}, {options.sim_steps} steps "
+        f"each; baseline: {'violation at seed ' + str(baseline['seed']) if baseline['violation'] else 'survived'}",
+        "",
+        "| mutant | check removed | schedules to first violation | seconds | violation |",
+        "|---|---|---|---|---|",
+    ]
+    verdicts = []
+    for mutant in chosen:
+        result = sim_search(mutant, options)
+        killed = bool(result["violation"]) and (not baseline["violation"] or result["seed"] < baseline["seed"])
+        first = f"{result['seeds']} (seed {result['seed']})" if killed else f"survived {result['seeds']}"
+        print(f"{mutant.name}: {'killed after ' + str(result['seeds']) if killed else 'SURVIVED'}", flush=True)
+        verdicts.append({"name": mutant.name, "killed": killed, **result, "replay": None, "story": None})
+        violation = result["violation"][:160].replace("|", "/") if killed else "-"
+        lines.append(f"| `{mutant.name}` | {mutant.reason} | {first} | {result['wall_seconds']:.0f} | {violation} |")
+    killed_count = sum(v["killed"] for v in verdicts)
+    lines += ["", f"{killed_count} of {len(verdicts)} mutants killed by the search ({time.monotonic() - started:.0f} s)."]
+    text = "\n".join(lines)
+    print(text)
+    (options.out / "mutation-table-sim.md").write_text(text + "\n")
+    (options.out / "mutation-gate-sim.json").write_text(json.dumps({"baseline": baseline, "mutants": verdicts}, indent=1))
+    return 0 if all(v["killed"] for v in verdicts) else 1
 
 
 def _gate(chosen: Sequence[Mutant], options: argparse.Namespace) -> int:
