@@ -21,7 +21,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from reliability.sim.search import run  # noqa: E402
+from reliability.sim.search import run
 
 
 def measure_sim(seeds: int, steps: int) -> dict[str, float]:

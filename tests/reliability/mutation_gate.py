@@ -663,11 +663,16 @@ def _sim_gate(chosen: Sequence[Mutant], options: argparse.Namespace) -> int:
         violation = result["violation"][:160].replace("|", "/") if killed else "-"
         lines.append(f"| `{mutant.name}` | {mutant.reason} | {first} | {result['wall_seconds']:.0f} | {violation} |")
     killed_count = sum(v["killed"] for v in verdicts)
-    lines += ["", f"{killed_count} of {len(verdicts)} mutants killed by the search ({time.monotonic() - started:.0f} s)."]
+    lines += [
+        "",
+        f"{killed_count} of {len(verdicts)} mutants killed by the search ({time.monotonic() - started:.0f} s).",
+    ]
     text = "\n".join(lines)
     print(text)
     (options.out / "mutation-table-sim.md").write_text(text + "\n")
-    (options.out / "mutation-gate-sim.json").write_text(json.dumps({"baseline": baseline, "mutants": verdicts}, indent=1))
+    (options.out / "mutation-gate-sim.json").write_text(
+        json.dumps({"baseline": baseline, "mutants": verdicts}, indent=1)
+    )
     return 0 if all(v["killed"] for v in verdicts) else 1
 
 

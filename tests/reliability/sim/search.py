@@ -172,7 +172,9 @@ class Found:
     story: list[str]
 
 
-def search_cases(first: int, count: int, steps: int, wanted: Sequence[str], shrink_budget: int) -> tuple[list[Found], int, float]:
+def search_cases(
+    first: int, count: int, steps: int, wanted: Sequence[str], shrink_budget: int
+) -> tuple[list[Found], int, float]:
     """Run seeds until a violation of each wanted case was seen (issue 26's cases, `World.classify`): the first
     seed, schedules run and seconds until each; returns them, the schedules run and the seconds in all."""
     started = time.perf_counter()
@@ -182,15 +184,28 @@ def search_cases(first: int, count: int, steps: int, wanted: Sequence[str], shri
     for seed in range(first, first + count):
         outcome = run(seed, steps)
         ran += 1
-        key = outcome.case.split(" ")[0] + " " + outcome.case.split(" ")[1] if outcome.failed and outcome.case.startswith("case") else ""
-        if outcome.failed and (outcome.case or "other") not in {f.case for f in found.values()} and (not wanted or key in wanted):
+        key = (
+            outcome.case.split(" ")[0] + " " + outcome.case.split(" ")[1]
+            if outcome.failed and outcome.case.startswith("case")
+            else ""
+        )
+        if (
+            outcome.failed
+            and (outcome.case or "other") not in {f.case for f in found.values()}
+            and (not wanted or key in wanted)
+        ):
             elapsed = time.perf_counter() - started - shrinking
             began = time.perf_counter()
             small = shrink(outcome, shrink_budget) if shrink_budget else outcome
             shrinking += time.perf_counter() - began
             found[outcome.case] = Found(
-                outcome.case, seed, ran, round(elapsed, 2), outcome.violation,
-                {"seed": seed, "config": small.config, "labels": small.labels}, small.story,
+                outcome.case,
+                seed,
+                ran,
+                round(elapsed, 2),
+                outcome.violation,
+                {"seed": seed, "config": small.config, "labels": small.labels},
+                small.story,
             )
             if wanted and all(any(f.case.startswith(w) for f in found.values()) for w in wanted):
                 break
@@ -209,13 +224,17 @@ def materialise_code(code: str, into: Path) -> Path:
         root = mutation_gate.materialise(None, into, ROOT)
         listing = subprocess.run(
             ["git", "-C", str(ROOT), "ls-tree", "--name-only", f"{PREFIX_COMMIT}:airflow_provider_dispatch/dispatch/"],
-            capture_output=True, text=True, check=True,
+            capture_output=True,
+            text=True,
+            check=True,
         ).stdout.split()
         for name in listing:
             if name.endswith(".py"):
                 text = subprocess.run(
                     ["git", "-C", str(ROOT), "show", f"{PREFIX_COMMIT}:airflow_provider_dispatch/dispatch/{name}"],
-                    capture_output=True, text=True, check=True,
+                    capture_output=True,
+                    text=True,
+                    check=True,
                 ).stdout
                 (root / "airflow_provider_dispatch" / "dispatch" / name).write_text(text)
         return root
@@ -260,12 +279,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--code", choices=("here", "prefix"), default="here")
     parser.add_argument("--mutant", help="a mutation gate mutant's name: run against it")
     parser.add_argument("--json", action="store_true", help="one JSON line with the result")
-    parser.add_argument("--cases", default="", help="comma-separated cases to find ('case 1,case 2,case 3'): run "
-                        "seeds until each was found, report time-to-find per case as JSON")
+    parser.add_argument(
+        "--cases",
+        default="",
+        help="comma-separated cases to find ('case 1,case 2,case 3'): run "
+        "seeds until each was found, report time-to-find per case as JSON",
+    )
     parser.add_argument("--shrink-budget", type=int, default=400)
     options = parser.parse_args(argv)
     if options.code == "prefix" or options.mutant:
-        forwarded = [a for a in (argv if argv is not None else sys.argv[1:]) if not a.startswith(("--code", "--mutant"))]
+        forwarded = [
+            a for a in (argv if argv is not None else sys.argv[1:]) if not a.startswith(("--code", "--mutant"))
+        ]
         forwarded = [a for i, a in enumerate(forwarded) if not (i > 0 and forwarded[i - 1] in ("--code", "--mutant"))]
         forwarded = [a for a in forwarded if a not in ("prefix",) and a != options.mutant]
         return run_elsewhere(options.mutant or "prefix", forwarded)
@@ -273,14 +298,31 @@ def main(argv: Sequence[str] | None = None) -> int:
         wanted = [c.strip() for c in options.cases.split(",") if c.strip()]
         cases, ran, seconds = search_cases(options.seed, options.seeds, options.steps, wanted, options.shrink_budget)
         for item in cases:
-            print(json.dumps({"case": item.case, "seed": item.seed, "schedules": item.schedules,
-                              "seconds": item.seconds, "violation": item.violation,
-                              "shrunk_steps": len(item.replay["labels"])}))
+            print(
+                json.dumps(
+                    {
+                        "case": item.case,
+                        "seed": item.seed,
+                        "schedules": item.schedules,
+                        "seconds": item.seconds,
+                        "violation": item.violation,
+                        "shrunk_steps": len(item.replay["labels"]),
+                    }
+                )
+            )
             if options.story:
                 print("\n".join(f"    {line}" for line in item.story))
                 print("    replay: " + json.dumps(item.replay))
-        print(json.dumps({"schedules": ran, "seconds": round(seconds, 1), "per_minute": round(ran / seconds * 60, 1),
-                          "found": sorted(c.case for c in cases)}))
+        print(
+            json.dumps(
+                {
+                    "schedules": ran,
+                    "seconds": round(seconds, 1),
+                    "per_minute": round(ran / seconds * 60, 1),
+                    "found": sorted(c.case for c in cases),
+                }
+            )
+        )
         return 0 if all(any(c.case.startswith(w) for c in cases) for w in wanted) else 1
     if options.replay is not None:
         data = json.loads(options.replay.read_text())
@@ -292,17 +334,27 @@ def main(argv: Sequence[str] | None = None) -> int:
     result = search(options.seed, options.seeds, options.steps, shrink_it=not options.no_shrink)
     if options.json:
         found = result.shrunk or result.found
-        print(json.dumps({
-            "seeds": result.seeds, "steps": options.steps, "wall_seconds": round(result.wall_seconds, 3),
-            "per_minute": round(result.per_minute, 1), "violation": found.violation if found else "",
-            "seed": found.seed if found else None, "shrunk_steps": len(found.labels) if found else None,
-            "replay": {"seed": found.seed, "config": found.config, "labels": found.labels} if found else None,
-            "story": found.story if found else [],
-        }))
+        print(
+            json.dumps(
+                {
+                    "seeds": result.seeds,
+                    "steps": options.steps,
+                    "wall_seconds": round(result.wall_seconds, 3),
+                    "per_minute": round(result.per_minute, 1),
+                    "violation": found.violation if found else "",
+                    "seed": found.seed if found else None,
+                    "shrunk_steps": len(found.labels) if found else None,
+                    "replay": {"seed": found.seed, "config": found.config, "labels": found.labels} if found else None,
+                    "story": found.story if found else [],
+                }
+            )
+        )
         return 1 if found else 0
     if result.found is None:
-        print(f"no violation in {result.seeds} schedules of {options.steps} steps, {result.wall_seconds:.1f} s "
-              f"({result.per_minute:.0f} schedules/min)")
+        print(
+            f"no violation in {result.seeds} schedules of {options.steps} steps, {result.wall_seconds:.1f} s "
+            f"({result.per_minute:.0f} schedules/min)"
+        )
         return 0
     _print_found(result, options.story)
     return 1

@@ -60,20 +60,31 @@ def conflict(what: str, reason: str = "Conflict") -> p.ApiFailure:
 
 def _selector(text: str | None) -> Callable[[Mapping[str, str]], bool]:
     """An equality-based label selector (`k=v`, `k==v`, `k!=v`, `k`, comma-separated: all must hold)."""
-    if not text:
-        return lambda _labels: True
-    tests: list[Callable[[Mapping[str, str]], bool]] = []
-    for part in text.split(","):
+    tests: list[tuple[str, str, str | None]] = []
+    for part in (text or "").split(","):
         part = part.strip()
+        if not part:
+            continue
         if "!=" in part:
             key, value = part.split("!=", 1)
-            tests.append(lambda labels, k=key, val=value: labels.get(k) != val)
+            tests.append(("!=", key, value))
         elif "=" in part:
             key, value = part.replace("==", "=").split("=", 1)
-            tests.append(lambda labels, k=key, val=value: labels.get(k) == val)
+            tests.append(("=", key, value))
         else:
-            tests.append(lambda labels, k=part: k in labels)
-    return lambda labels: all(test(labels) for test in tests)
+            tests.append(("exists", part, None))
+
+    def matches(labels: Mapping[str, str]) -> bool:
+        for op, key, value in tests:
+            if op == "!=" and labels.get(key) == value:
+                return False
+            if op == "=" and labels.get(key) != value:
+                return False
+            if op == "exists" and key not in labels:
+                return False
+        return True
+
+    return matches
 
 
 def _labels(obj: Mapping[str, Any]) -> Mapping[str, str]:
@@ -216,7 +227,9 @@ class Store:
         if key[0] == "pods":
             spec, phase = obj.get("spec") or {}, (obj.get("status") or {}).get("phase")
             period = float(spec.get("terminationGracePeriodSeconds", 30) if grace is None else grace)
-            if metadata.get("deletionTimestamp") is None and (not spec.get("nodeName") or phase in ("Succeeded", "Failed")):
+            if metadata.get("deletionTimestamp") is None and (
+                not spec.get("nodeName") or phase in ("Succeeded", "Failed")
+            ):
                 period = 0.0
         else:
             period = 0.0

@@ -66,14 +66,14 @@ from __future__ import annotations
 import copy
 import random
 from collections.abc import Callable, Generator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from airflow_provider_dispatch.dispatch import programs as p
 from airflow_provider_dispatch.dispatch import vocabulary as v
 from airflow_provider_dispatch.dispatch.errors import DispatchError
 from airflow_provider_dispatch.lab.apiserver.registry.resources import default_registry
-from airflow_provider_dispatch.lab.kinds import JOB, JOBSET
+from airflow_provider_dispatch.lab.kinds import JOB
 from airflow_provider_dispatch.lab.scenario import manifests
 from airflow_provider_dispatch.lab.simulated.objects import controller_reference
 from airflow_provider_dispatch.lab.simulated.workloads import job_pods as jp
@@ -83,6 +83,8 @@ from airflow_provider_dispatch.lab.truth.overlap import AdmissionLedger, Overlap
 
 from .store import Key, Obj, Store, stamp
 
+#: an action or a write in flight: called with no arguments (the lambdas bind theirs as defaults)
+Thunk = Callable[..., object]
 NAMESPACE = "sim"
 RUNTIME = "rt"
 GRACE_SECONDS = 30
@@ -135,7 +137,8 @@ def _deleting(obj: Mapping[str, Any]) -> bool:
 def _condition(obj: Mapping[str, Any], kind: str) -> Mapping[str, Any] | None:
     for cond in (obj.get("status") or {}).get("conditions") or ():
         if cond.get("type") == kind:
-            return cond
+            found: Mapping[str, Any] = cond
+            return found
     return None
 
 
@@ -155,7 +158,7 @@ class Flight:
 
     sent: float
     what: str
-    land: Callable[[], None]
+    land: Thunk
 
 
 @dataclass
@@ -202,7 +205,7 @@ class Config:
 class Action:
     label: str
     weight: float
-    run: Callable[[], None]
+    run: Thunk
 
 
 class World:
@@ -264,7 +267,10 @@ class World:
 
     def manifest(self, name: str) -> Obj:
         body = manifests.trainjob(
-            name, job_id=f"job-{name}", submission=str(self.submission[name]), num_nodes=self.config.num_nodes,
+            name,
+            job_id=f"job-{name}",
+            submission=str(self.submission[name]),
+            num_nodes=self.config.num_nodes,
             runtime=RUNTIME,
         )
         body["metadata"]["namespace"] = NAMESPACE
@@ -293,13 +299,19 @@ class World:
             uid = str(event.obj["metadata"]["uid"])
             if event.type == "ADDED":
                 self.created_at[uid] = event.revision
-            if (event.obj.get("spec") or {}).get("nodeName") and not ((event.old or {}).get("spec") or {}).get("nodeName"):
+            if (event.obj.get("spec") or {}).get("nodeName") and not ((event.old or {}).get("spec") or {}).get(
+                "nodeName"
+            ):
                 self.bound_at.setdefault(uid, event.revision)
             return
         if event.type == "DELETED":
             return
         old = event.old or {}
-        if event.old is not None and old.get("spec", {}).get("suspend") is False and event.obj["spec"].get("suspend") is True:
+        if (
+            event.old is not None
+            and old.get("spec", {}).get("suspend") is False
+            and event.obj["spec"].get("suspend") is True
+        ):
             self.holds.setdefault(event.key[2], []).append(event.revision)
         was_held = old.get("spec", {}).get("suspend") is not False if event.old is not None else True
         if was_held and event.obj.get("spec", {}).get("suspend") is False:
@@ -346,7 +358,8 @@ class World:
                 self.cases.append(self.classify(other, record))
                 self.violations.append(
                     f"two processes of rank {'/'.join(record.rank)}: {other.pod} on {other.node} (execution "
-                    f"{other.admission}) and {record.pod} on {node} (execution {record.admission}) from t={self.clock:.1f}s"
+                    f"{other.admission}) and {record.pod} on {node} (execution {record.admission}) "
+                    f"from t={self.clock:.1f}s"
                 )
             elif not other.same_execution(record):
                 self.cases.append(self.classify(other, record))
@@ -367,7 +380,9 @@ class World:
         due = sorted(
             (proc.stop_at, uid)
             for uid, proc in self.procs.items()
-            if proc.stop_at is not None and proc.record.running and proc.stop_at <= target
+            if proc.stop_at is not None
+            and proc.record.running
+            and proc.stop_at <= target
             and self.machines[proc.node].state == "on"
         )
         for at, uid in due:
@@ -377,7 +392,7 @@ class World:
 
     # --- in-flight writes -------------------------------------------------------------------------------------
 
-    def send(self, who: str, what: str, land: Callable[[], None]) -> None:
+    def send(self, who: str, what: str, land: Thunk) -> None:
         self.flights.setdefault(who, []).append(Flight(self.clock, what, land))
 
     def _land(self, who: str) -> None:
@@ -443,27 +458,35 @@ class World:
             who = f"trainer:{name}"
             if self.busy(who) or _deleting(tj):
                 continue
-            writes: list[tuple[str, Callable[[], None]]] = []
+            writes: list[tuple[str, Thunk]] = []
             runtime = self.store.get(("clustertrainingruntimes", "", RUNTIME))
             jobset = self.store.get(("jobsets", NAMESPACE, name))
             if runtime is not None and tb.should_apply(tj, jobset) and not tb.is_finished(tj):
                 desired = tb.build_jobset(tj, runtime, _semantics())
                 other = jobset is not None and _controller_uid(jobset) != tj["metadata"]["uid"]
                 if not other and (jobset is None or self._differs(jobset, desired)):
-                    writes.append((f"apply JobSet {name} (suspend={desired['spec'].get('suspend')})",
-                                   lambda d=desired: self._apply_jobset(d)))
+                    writes.append(
+                        (
+                            f"apply JobSet {name} (suspend={desired['spec'].get('suspend')})",
+                            lambda d=desired: self._apply_jobset(d),
+                        )
+                    )
             suspended = tj.get("spec", {}).get("suspend") is True
             cond = _condition(tj, v.CONDITION_SUSPENDED)
             if (suspended and (cond is None or cond.get("status") != "True")) or (
                 not suspended and cond is not None and cond.get("status") == "True"
             ):
-                writes.append((f"Suspended={suspended} on TrainJob {name}",
-                               lambda n=name, s=suspended: self._trainjob_suspended(n, s)))
+                writes.append(
+                    (
+                        f"Suspended={suspended} on TrainJob {name}",
+                        lambda n=name, s=suspended: self._trainjob_suspended(n, s),
+                    )
+                )
             if writes:
                 found.append(Action(who, 1.0, lambda who=who, writes=writes: self._send_all(who, writes)))
         return found
 
-    def _send_all(self, who: str, writes: list[tuple[str, Callable[[], None]]]) -> None:
+    def _send_all(self, who: str, writes: list[tuple[str, Thunk]]) -> None:
         for what, land in writes:
             self.send(who, what, land)
 
@@ -501,8 +524,13 @@ class World:
         at = self.store.server_time()
 
         def change(obj: Obj) -> None:
-            _set_condition(obj, v.CONDITION_SUSPENDED, "True" if suspended else "False",
-                           "Suspended" if suspended else "Resumed", at)
+            _set_condition(
+                obj,
+                v.CONDITION_SUSPENDED,
+                "True" if suspended else "False",
+                "Suspended" if suspended else "Resumed",
+                at,
+            )
 
         self.store.mutate(("trainjobs", NAMESPACE, name), change, "trainer", status=True)
 
@@ -518,7 +546,7 @@ class World:
                 continue
             uid = js["metadata"]["uid"]
             children = [j for j in jobs if _controller_uid(j) == uid]
-            writes: list[tuple[str, Callable[[], None]]] = []
+            writes: list[tuple[str, Thunk]] = []
             for job in jj.jobs_to_create(js, jj.classify(children, 0)):
                 writes.append((f"create Job {job['metadata']['name']}", lambda job=job: self._create_job(job)))
             suspend = bool(js.get("spec", {}).get("suspend"))
@@ -526,8 +554,12 @@ class World:
                 if jj.finished_type(job) or bool(job.get("spec", {}).get("suspend")) == suspend:
                     continue
                 if suspend:
-                    writes.append((f"suspend Job {job['metadata']['name']}",
-                                   lambda n=job["metadata"]["name"]: self._suspend_job(n)))
+                    writes.append(
+                        (
+                            f"suspend Job {job['metadata']['name']}",
+                            lambda n=job["metadata"]["name"]: self._suspend_job(n),
+                        )
+                    )
                 else:
                     rjob_name = str(_meta(job).get("labels", {}).get(jj.REPLICATED_JOB_NAME, ""))
                     index = int(_meta(job).get("labels", {}).get(jj.JOB_INDEX, "0"))
@@ -535,8 +567,12 @@ class World:
                     if rjob is None:
                         continue
                     template = jj.construct_job(js, rjob, index)["spec"]["template"].get("metadata") or {}
-                    writes.append((f"resume Job {job['metadata']['name']}",
-                                   lambda n=job["metadata"]["name"], t=template: self._resume_job(n, t)))
+                    writes.append(
+                        (
+                            f"resume Job {job['metadata']['name']}",
+                            lambda n=job["metadata"]["name"], t=template: self._resume_job(n, t),
+                        )
+                    )
             if writes:
                 found.append(Action(who, 1.0, lambda who=who, writes=writes: self._send_all(who, writes)))
         return found
@@ -591,30 +627,42 @@ class World:
             if writes:
                 found.append(Action(who, 1.0, lambda who=who, writes=writes: self._send_all(who, writes)))
         orphans = [
-            pod for pod in pods
+            pod
+            for pod in pods
             if jp.TRACKING_FINALIZER in (_meta(pod).get("finalizers") or ()) and _controller_uid(pod) not in uids
         ]
         if orphans and not self.busy("job:orphans"):
-            writes = [(f"release orphan {o['metadata']['name']}",
-                       lambda n=o["metadata"]["name"]: self._drop_finalizer(n)) for o in orphans]
+            writes = [
+                (f"release orphan {o['metadata']['name']}", lambda n=o["metadata"]["name"]: self._drop_finalizer(n))
+                for o in orphans
+            ]
             found.append(Action("job:orphans", 1.0, lambda writes=writes: self._send_all("job:orphans", writes)))
         return found
 
-    def _job_writes(self, job: Obj, pods: list[Obj]) -> list[tuple[str, Callable[[], None]]]:
+    def _job_writes(self, job: Obj, pods: list[Obj]) -> list[tuple[str, Thunk]]:
         name = str(job["metadata"]["name"])
-        writes: list[tuple[str, Callable[[], None]]] = []
+        writes: list[tuple[str, Thunk]] = []
         for pod in pods:
             if _terminal(pod) and jp.TRACKING_FINALIZER in (_meta(pod).get("finalizers") or ()):
-                writes.append((f"count {pod['metadata']['name']}",
-                               lambda n=pod["metadata"]["name"], j=name, f=_phase(pod) == "Failed": self._count(n, j, f)))
+                failed = _phase(pod) == "Failed"
+                writes.append(
+                    (
+                        f"count {pod['metadata']['name']}",
+                        lambda n=pod["metadata"]["name"], j=name, f=failed: self._count(n, j, f),
+                    )
+                )
         suspended = bool(job.get("spec", {}).get("suspend"))
         cond = _condition(job, v.CONDITION_SUSPENDED)
         status = job.get("status") or {}
         if suspended:
             for pod in pods:
                 if not _terminal(pod) and not _deleting(pod):
-                    writes.append((f"delete {pod['metadata']['name']} (suspended)",
-                                   lambda n=pod["metadata"]["name"]: self._delete_for_suspend(n)))
+                    writes.append(
+                        (
+                            f"delete {pod['metadata']['name']} (suspended)",
+                            lambda n=pod["metadata"]["name"]: self._delete_for_suspend(n),
+                        )
+                    )
             if cond is None or cond.get("status") != "True":
                 writes.append((f"Suspended=True on Job {name}", lambda: self._job_suspended(name, True)))
             return writes
@@ -678,7 +726,9 @@ class World:
         created = self.store.create("pods", NAMESPACE, pod, "job-controller")
         if isinstance(created, dict):
             labels = created["metadata"].get("labels") or {}
-            self.note(f"Job controller creates pod {created['metadata']['name']} (A={labels.get(v.POD_LABEL_ADMISSION, '-')})")
+            self.note(
+                f"Job controller creates pod {created['metadata']['name']} (A={labels.get(v.POD_LABEL_ADMISSION, '-')})"
+            )
 
     # --- the scheduler -------------------------------------------------------------------------------------------
 
@@ -687,14 +737,16 @@ class World:
         for node in self.store.items("nodes"):
             ready = _condition(node, "Ready")
             taints = (node.get("spec") or {}).get("taints") or ()
-            if ready is not None and ready.get("status") == "True" and not any(
-                t.get("key") == v.TAINT_OUT_OF_SERVICE for t in taints
+            if (
+                ready is not None
+                and ready.get("status") == "True"
+                and not any(t.get("key") == v.TAINT_OUT_OF_SERVICE for t in taints)
             ):
                 names.append(str(node["metadata"]["name"]))
         return sorted(names)
 
     def _scheduler(self) -> list[Action]:
-        found = []
+        found: list[Action] = []
         nodes = self._schedulable_nodes()
         if not nodes:
             return found
@@ -703,7 +755,9 @@ class World:
             who = f"bind:{name}"
             if self.busy(who) or _deleting(pod) or _terminal(pod) or (pod.get("spec") or {}).get("nodeName"):
                 continue
-            found.append(Action(who, 1.0, lambda who=who, name=name, nodes=nodes: self._decide_binding(who, name, nodes)))
+            found.append(
+                Action(who, 1.0, lambda who=who, name=name, nodes=nodes: self._decide_binding(who, name, nodes))
+            )
         return found
 
     def _decide_binding(self, who: str, pod_name: str, nodes: list[str]) -> None:
@@ -737,7 +791,7 @@ class World:
             if machine.state != "on":
                 continue
             who = f"kubelet:{name}"
-            writes: list[tuple[str, Callable[[], None]]] = []
+            writes: list[tuple[str, Thunk]] = []
             if (
                 not machine.node_deleted
                 and self.clock - machine.heartbeat >= HEARTBEAT_SECONDS
@@ -749,17 +803,24 @@ class World:
                 pod_name = str(pod["metadata"]["name"])
                 proc = self.procs.get(uid)
                 if proc is None and uid not in self.started and not _deleting(pod) and not _terminal(pod):
-                    found.append(Action(f"kubelet-start:{pod_name}", 1.0,
-                                        lambda pod=pod, n=name: self._kubelet_start(pod, n)))
+                    found.append(
+                        Action(f"kubelet-start:{pod_name}", 1.0, lambda pod=pod, n=name: self._kubelet_start(pod, n))
+                    )
                 elif proc is not None and proc.record.running and _deleting(pod) and proc.stop_at is None:
                     found.append(Action(f"kubelet-term:{pod_name}", 1.0, lambda proc=proc: self._sigterm(proc)))
-                elif (proc is None or not proc.record.running) and not _terminal(pod) and (
-                    _deleting(pod) or (proc is not None and proc.failed)
+                elif (
+                    (proc is None or not proc.record.running)
+                    and not _terminal(pod)
+                    and (_deleting(pod) or (proc is not None and proc.failed))
                 ):
                     writes.append((f"{pod_name} Failed", lambda n=pod_name: self._pod_failed(n, "kubelet")))
                 elif _terminal(pod) and _deleting(pod) and _meta(pod).get("deletionGracePeriodSeconds") != 0:
-                    writes.append((f"confirm deletion of {pod_name}",
-                                   lambda n=pod_name: self.store.delete(("pods", NAMESPACE, n), "kubelet", 0)))
+                    writes.append(
+                        (
+                            f"confirm deletion of {pod_name}",
+                            lambda n=pod_name: self.store.delete(("pods", NAMESPACE, n), "kubelet", 0),
+                        )
+                    )
             for uid, proc in self.procs.items():
                 if proc.node == name and proc.record.running and uid not in live and proc.stop_at is None:
                     found.append(Action(f"kubelet-kill:{proc.record.pod}", 1.0, lambda proc=proc: self._sigterm(proc)))
@@ -794,8 +855,11 @@ class World:
             if not _terminal(obj):
                 obj.setdefault("status", {})["phase"] = "Running"
 
-        self.send(f"kubelet:{node}", f"{pod_name} Running",
-                  lambda: self.store.mutate(("pods", NAMESPACE, pod_name), change, "kubelet", status=True))
+        self.send(
+            f"kubelet:{node}",
+            f"{pod_name} Running",
+            lambda: self.store.mutate(("pods", NAMESPACE, pod_name), change, "kubelet", status=True),
+        )
 
     def _sigterm(self, proc: Proc) -> None:
         pod = self.store.get(proc.key)
@@ -855,8 +919,13 @@ class World:
                 if _deleting(pod) and (ready is None or ready.get("status") != "True"):
                     found.append(Action(f"podgc:{pod_name}", 1.0, lambda n=pod_name: self._podgc_delete(n)))
                 elif not _deleting(pod) and not _terminal(pod):
-                    found.append(Action(f"taint-eviction:{pod_name}", 1.0,
-                                        lambda n=pod_name: self.store.delete(("pods", NAMESPACE, n), "taint-eviction")))
+                    found.append(
+                        Action(
+                            f"taint-eviction:{pod_name}",
+                            1.0,
+                            lambda n=pod_name: self.store.delete(("pods", NAMESPACE, n), "taint-eviction"),
+                        )
+                    )
             elif self.clock - self.absent_since.get(node_name, self.clock) >= QUARANTINE:
                 found.append(Action(f"podgc:{pod_name}", 1.0, lambda n=pod_name: self._podgc_delete(n)))
         return found
@@ -874,8 +943,9 @@ class World:
                 owner = _controller_uid(obj)
                 if owner is not None and owner not in uids and not _deleting(obj):
                     name = str(obj["metadata"]["name"])
-                    found.append(Action(f"gc:{resource}/{name}", 0.15,
-                                        lambda r=resource, n=name: self._gc_delete(r, n)))
+                    found.append(
+                        Action(f"gc:{resource}/{name}", 0.15, lambda r=resource, n=name: self._gc_delete(r, n))
+                    )
         return found
 
     def _gc_delete(self, resource: str, name: str) -> None:
@@ -922,7 +992,11 @@ class World:
         if isinstance(response, Mapping):
             for item in [response, *(response.get("items") or ())]:
                 ours = ((item.get("metadata") or {}).get("labels") or {}).get(v.LABEL_JOBSET_NAME) == caller.name
-                if ours and (item.get("spec") or {}).get("containers") is not None and (item.get("spec") or {}).get("nodeName"):
+                if (
+                    ours
+                    and (item.get("spec") or {}).get("containers") is not None
+                    and (item.get("spec") or {}).get("nodeName")
+                ):
                     # a check of its own TrainJob's saw it bound (the namespace-wide lineage read of another
                     # TrainJob's hold sees it too, but records nothing about it)
                     self.seen_by_dispatch.add(str((item.get("metadata") or {}).get("uid")))
@@ -933,7 +1007,9 @@ class World:
         try:
             caller.pending = next(caller.program) if response is None else caller.program.send(response)
         except StopIteration as stop:
-            self.note(f"dispatch {caller.operation} {caller.name} returns {getattr(stop.value, 'admission', stop.value)}")
+            self.note(
+                f"dispatch {caller.operation} {caller.name} returns {getattr(stop.value, 'admission', stop.value)}"
+            )
             caller.program, caller.pending = None, None
         except DispatchError as error:
             self.note(f"dispatch {caller.operation} {caller.name} refused: {type(error).__name__}: {str(error)[:160]}")
@@ -962,12 +1038,22 @@ class World:
                 found.append(Action(f"power-off:{name}", weight, lambda m=machine: self._machine(m, "off")))
             node = self.store.get(("nodes", "", name))
             if node is not None and (machine.state in ("off", "on")):
-                found.append(Action(f"delete-node:{name}", 0.004 if machine.state == "off" else 0.002, lambda m=machine: self._delete_node(m)))
-            if node is not None and machine.state == "off" and not any(
-                t.get("key") == v.TAINT_OUT_OF_SERVICE for t in (node.get("spec") or {}).get("taints") or ()
+                found.append(
+                    Action(
+                        f"delete-node:{name}",
+                        0.004 if machine.state == "off" else 0.002,
+                        lambda m=machine: self._delete_node(m),
+                    )
+                )
+            if (
+                node is not None
+                and machine.state == "off"
+                and not any(
+                    t.get("key") == v.TAINT_OUT_OF_SERVICE for t in (node.get("spec") or {}).get("taints") or ()
+                )
             ):
                 found.append(Action(f"taint:{name}", 0.02, lambda n=name: self._taint(n)))
-        for uid, proc in self.procs.items():
+        for proc in self.procs.values():
             if proc.record.running and proc.stop_at is None and self.machines[proc.node].state == "on":
                 found.append(Action(f"fail:{proc.record.pod}", 0.01, lambda proc=proc: self._fail(proc)))
         return found
