@@ -213,9 +213,13 @@ class World:
 
     def __init__(self, seed: int, config: Config | None = None) -> None:
         self.rng = random.Random(seed)
+        """Chooses the next action (not drawn in a replay, which follows its labels)."""
+        self.env = random.Random(seed + 1_000_003)
+        """What actions draw themselves (a binding's node, the replica that answers): the same in a replay of
+        the same labels."""
         self.config = config or Config()
         self.clock = 0.0
-        self.replicas = [self.rng.uniform(-self.config.skew, self.config.skew) for _ in range(2)]
+        self.replicas = [self.env.uniform(-self.config.skew, self.config.skew) for _ in range(2)]
         self.ledger = AdmissionLedger()
         self.recorder = OverlapRecorder(ledger=self.ledger)
         self.store = Store(now=lambda: self.clock, replica=self._replica, listener=self._observe)
@@ -245,7 +249,7 @@ class World:
     # --- set-up and truth ----------------------------------------------------------------------------------
 
     def _replica(self) -> float:
-        return self.replicas[self.rng.randrange(len(self.replicas))]
+        return self.replicas[self.env.randrange(len(self.replicas))]
 
     def _setup(self) -> None:
         runtime = manifests.cluster_training_runtime(RUNTIME, grace_seconds=GRACE_SECONDS)
@@ -761,7 +765,7 @@ class World:
         return found
 
     def _decide_binding(self, who: str, pod_name: str, nodes: list[str]) -> None:
-        node = nodes[self.rng.randrange(len(nodes))]
+        node = nodes[self.env.randrange(len(nodes))]
         self.send(who, f"bind {pod_name} to {node}", lambda: self._bind(pod_name, node))
 
     def _bind(self, pod_name: str, node: str) -> None:
