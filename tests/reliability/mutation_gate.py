@@ -405,6 +405,32 @@ def materialise(mutant: Mutant | None, into: Path, source: Path = ROOT) -> Path:
     return into
 
 
+#: the first parent of issue 26's merge: the code before the fix, a "mutant" for the search (`--judge sim`)
+BEFORE_ISSUE_26 = "2809586^1"
+
+
+def materialise_before_fix(into: Path, source: Path = ROOT, commit: str = BEFORE_ISSUE_26) -> Path:
+    """A copy of the package and tests of `source` whose `dispatch/` modules are those of `commit` (read from this
+    checkout's git): the code before issue 26's fix, which the search must tell from main by itself."""
+    root = materialise(None, into, source)
+    names = subprocess.run(
+        ["git", "-C", str(ROOT), "ls-tree", "--name-only", f"{commit}:{PACKAGE}/dispatch/"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    for name in names:
+        if name.endswith(".py"):
+            text = subprocess.run(
+                ["git", "-C", str(ROOT), "show", f"{commit}:{PACKAGE}/dispatch/{name}"],
+                capture_output=True,
+                text=True,
+                check=True,
+            ).stdout
+            (root / PACKAGE / "dispatch" / name).write_text(text)
+    return root
+
+
 def snapshot(into: Path) -> Path:
     """The package and the tests as they are when the gate starts, copied once: every mutant and the baseline
     are made from this copy, so editing the checkout while the gate runs (hours, at a large budget) changes no
@@ -574,6 +600,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--sim-seeds", type=int, default=2000, help="--judge sim: seeds per mutant before it survives")
     parser.add_argument("--sim-steps", type=int, default=600, help="--judge sim: steps per simulated schedule")
+    parser.add_argument(
+        "--before-fix",
+        action="store_true",
+        help="--judge sim: add the code before issue 26's fix (dispatch/ at 2809586^1) as a mutant to kill",
+    )
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--seeds", type=int, nargs="*", default=[], help=argparse.SUPPRESS)
     parser.add_argument("--stop-at-failure", action="store_true", help=argparse.SUPPRESS)
@@ -616,10 +647,14 @@ def main(argv: Sequence[str] | None = None) -> int:
 # --- the second judge: the simulation's search (tests/reliability/sim/search.py) -------------------------------------
 
 
-def sim_search(mutant: Mutant | None, options: argparse.Namespace) -> dict[str, Any]:
-    """The search on a copy of the package (mutated unless None), in a subprocess: its JSON result."""
+def sim_search(mutant: Mutant | None, options: argparse.Namespace, *, before_fix: bool = False) -> dict[str, Any]:
+    """The search on a copy of the package (mutated unless None; `before_fix`: dispatch/ before issue 26's fix),
+    in a subprocess: its JSON result."""
     with tempfile.TemporaryDirectory(prefix=f"sim-{mutant.name if mutant else 'baseline'}-") as tmp:
-        root = materialise(mutant, Path(tmp), options.source)
+        if before_fix:
+            root = materialise_before_fix(Path(tmp), options.source)
+        else:
+            root = materialise(mutant, Path(tmp), options.source)
         env = {**os.environ, "PYTHONPATH": str(root)}
         command = [
             sys.executable,
@@ -662,6 +697,17 @@ def _sim_gate(chosen: Sequence[Mutant], options: argparse.Namespace) -> int:
         verdicts.append({"name": mutant.name, "killed": killed, **result, "replay": None, "story": None})
         violation = result["violation"][:160].replace("|", "/") if killed else "-"
         lines.append(f"| `{mutant.name}` | {mutant.reason} | {first} | {result['wall_seconds']:.0f} | {violation} |")
+    if options.before_fix:
+        result = sim_search(None, options, before_fix=True)
+        killed = bool(result["violation"]) and (not baseline["violation"] or result["seed"] < baseline["seed"])
+        first = f"{result['seeds']} (seed {result['seed']})" if killed else f"survived {result['seeds']}"
+        print(f"before-issue-26: {'killed after ' + str(result['seeds']) if killed else 'SURVIVED'}", flush=True)
+        verdicts.append({"name": "before-issue-26", "killed": killed, **result, "replay": None, "story": None})
+        violation = result["violation"][:160].replace("|", "/") if killed else "-"
+        lines.append(
+            f"| `before-issue-26` | `dispatch/` as at `{BEFORE_ISSUE_26}` (all of issue 26's checks) | {first} | "
+            f"{result['wall_seconds']:.0f} | {violation} |"
+        )
     killed_count = sum(v["killed"] for v in verdicts)
     lines += [
         "",

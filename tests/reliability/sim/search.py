@@ -221,23 +221,7 @@ def materialise_code(code: str, into: Path) -> Path:
     from reliability import mutation_gate
 
     if code == "prefix":
-        root = mutation_gate.materialise(None, into, ROOT)
-        listing = subprocess.run(
-            ["git", "-C", str(ROOT), "ls-tree", "--name-only", f"{PREFIX_COMMIT}:airflow_provider_dispatch/dispatch/"],
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout.split()
-        for name in listing:
-            if name.endswith(".py"):
-                text = subprocess.run(
-                    ["git", "-C", str(ROOT), "show", f"{PREFIX_COMMIT}:airflow_provider_dispatch/dispatch/{name}"],
-                    capture_output=True,
-                    text=True,
-                    check=True,
-                ).stdout
-                (root / "airflow_provider_dispatch" / "dispatch" / name).write_text(text)
-        return root
+        return mutation_gate.materialise_before_fix(into, ROOT, PREFIX_COMMIT)
     mutant = next((m for m in mutation_gate.MUTANTS if m.name == code), None)
     if mutant is None:
         raise SystemExit(f"no mutant named {code}")
