@@ -239,6 +239,7 @@ class World:
         self.seen_by_dispatch: set[str] = set()
         self.urgent_since: dict[str, float] = {}
         self.upstream_overlaps = 0
+        self._built: dict[tuple[str, str], Obj] = {}
         self.cases: list[str] = []
         #: store revisions (one global order) of pod creations, bindings and holds, for `classify`
         self.created_at: dict[str, int] = {}
@@ -466,7 +467,11 @@ class World:
             runtime = self.store.get(("clustertrainingruntimes", "", RUNTIME))
             jobset = self.store.get(("jobsets", NAMESPACE, name))
             if runtime is not None and tb.should_apply(tj, jobset) and not tb.is_finished(tj):
-                desired = tb.build_jobset(tj, runtime, _semantics())
+                # the same TrainJob and runtime build the same JobSet: built once per their resourceVersions
+                built = (tj["metadata"]["resourceVersion"], runtime["metadata"]["resourceVersion"])
+                desired = self._built.get(built)
+                if desired is None:
+                    desired = self._built[built] = tb.build_jobset(tj, runtime, _semantics())
                 other = jobset is not None and _controller_uid(jobset) != tj["metadata"]["uid"]
                 if not other and (jobset is None or self._differs(jobset, desired)):
                     writes.append(
