@@ -408,6 +408,36 @@ def materialise(mutant: Mutant | None, into: Path, source: Path = ROOT) -> Path:
     return into
 
 
+#: the first parent of issue 26's merge: the code before the fix, a "mutant" for the search (`--judge sim`)
+BEFORE_ISSUE_26 = "2809586^1"
+
+
+def materialise_before_fix(into: Path, source: Path = ROOT, commit: str = BEFORE_ISSUE_26) -> Path:
+    """A copy of the package and tests of `source` whose `dispatch/` modules are those of `commit` (read from this
+    checkout's git): the code before issue 26's fix, which the search must tell from main by itself."""
+    root = materialise(None, into, source)
+    names = subprocess.run(
+        ["git", "-C", str(ROOT), "ls-tree", "--name-only", f"{commit}:{PACKAGE}/dispatch/"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    for name in names:
+        if name.endswith(".py"):
+            text = subprocess.run(
+                ["git", "-C", str(ROOT), "show", f"{commit}:{PACKAGE}/dispatch/{name}"],
+                capture_output=True,
+                text=True,
+                check=True,
+            ).stdout
+            module = root / PACKAGE / "dispatch" / name
+            package = module.with_suffix("")
+            if package.is_dir():  # split into a package since (dispatch/programs/): the old module alone stands
+                shutil.rmtree(package)
+            module.write_text(text)
+    return root
+
+
 def snapshot(into: Path) -> Path:
     """The package, the lab and the tests as they are when the gate starts, copied once: every mutant and the baseline
     are made from this copy, so editing the checkout while the gate runs (hours, at a large budget) changes no
@@ -571,6 +601,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--jobs", type=int, default=1, help="mutants run at once (default 1; 2 cores: 2)")
     parser.add_argument("--out", type=Path, default=Path("mutation-gate"), help="where the table and JSON go")
     parser.add_argument("--check", action="store_true", help="only check that every snippet matches once")
+    parser.add_argument(
+        "--judge",
+        choices=("model", "sim"),
+        default="model",
+        help="who kills: the live-lab model (default) or the deterministic simulation's search (tests/reliability/sim)",
+    )
+    parser.add_argument("--sim-seeds", type=int, default=2000, help="--judge sim: seeds per mutant before it survives")
+    parser.add_argument("--sim-steps", type=int, default=600, help="--judge sim: steps per simulated schedule")
+    parser.add_argument(
+        "--before-fix",
+        action="store_true",
+        help="--judge sim: add the code before issue 26's fix (dispatch/ at 2809586^1) as a mutant to kill",
+    )
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--seeds", type=int, nargs="*", default=[], help=argparse.SUPPRESS)
     parser.add_argument("--stop-at-failure", action="store_true", help=argparse.SUPPRESS)
@@ -605,7 +648,87 @@ def main(argv: Sequence[str] | None = None) -> int:
     options.out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="mutation-gate-source-") as frozen:
         options.source = snapshot(Path(frozen))
+        if options.judge == "sim":
+            return _sim_gate(chosen, options)
         return _gate(chosen, options)
+
+
+# --- the second judge: the simulation's search (tests/reliability/sim/search.py) -------------------------------------
+
+
+def sim_search(mutant: Mutant | None, options: argparse.Namespace, *, before_fix: bool = False) -> dict[str, Any]:
+    """The search on a copy of the package (mutated unless None; `before_fix`: dispatch/ before issue 26's fix),
+    in a subprocess: its JSON result."""
+    with tempfile.TemporaryDirectory(prefix=f"sim-{mutant.name if mutant else 'baseline'}-") as tmp:
+        if before_fix:
+            root = materialise_before_fix(Path(tmp), options.source)
+        else:
+            root = materialise(mutant, Path(tmp), options.source)
+        env = {**os.environ, "PYTHONPATH": str(root)}
+        command = [
+            sys.executable,
+            str(root / "tests" / "reliability" / "sim" / "search.py"),
+            "--seed",
+            "1",
+            "--seeds",
+            str(options.sim_seeds),
+            "--steps",
+            str(options.sim_steps),
+            "--json",
+            "--no-shrink",
+        ]
+        done = subprocess.run(command, env=env, cwd=tmp, capture_output=True, text=True, check=False)
+    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
+    if not lines:
+        raise RuntimeError(f"the search ran nothing ({done.returncode}): {done.stderr[-3000:]}")
+    result: dict[str, Any] = json.loads(lines[-1])
+    return result
+
+
+def _sim_gate(chosen: Sequence[Mutant], options: argparse.Namespace) -> int:
+    """Each mutant judged by the simulation's search: killed when it finds a violation within `--sim-seeds` seeds
+    that the unmutated code survives (the baseline must survive them all, or the table says so)."""
+    started = time.monotonic()
+    baseline = sim_search(None, options)
+    lines = [
+        f"Mutation gate, judged by the simulation's search: seeds 1 to {options.sim_seeds}, {options.sim_steps} steps "
+        f"each; baseline: {'violation at seed ' + str(baseline['seed']) if baseline['violation'] else 'survived'}",
+        "",
+        "| mutant | check removed | schedules to first violation | seconds | violation |",
+        "|---|---|---|---|---|",
+    ]
+    verdicts = []
+    for mutant in chosen:
+        result = sim_search(mutant, options)
+        killed = bool(result["violation"]) and (not baseline["violation"] or result["seed"] < baseline["seed"])
+        first = f"{result['seeds']} (seed {result['seed']})" if killed else f"survived {result['seeds']}"
+        print(f"{mutant.name}: {'killed after ' + str(result['seeds']) if killed else 'SURVIVED'}", flush=True)
+        verdicts.append({"name": mutant.name, "killed": killed, **result, "replay": None, "story": None})
+        violation = result["violation"][:160].replace("|", "/") if killed else "-"
+        lines.append(f"| `{mutant.name}` | {mutant.reason} | {first} | {result['wall_seconds']:.0f} | {violation} |")
+    if options.before_fix:
+        result = sim_search(None, options, before_fix=True)
+        killed = bool(result["violation"]) and (not baseline["violation"] or result["seed"] < baseline["seed"])
+        first = f"{result['seeds']} (seed {result['seed']})" if killed else f"survived {result['seeds']}"
+        print(f"before-issue-26: {'killed after ' + str(result['seeds']) if killed else 'SURVIVED'}", flush=True)
+        verdicts.append({"name": "before-issue-26", "killed": killed, **result, "replay": None, "story": None})
+        violation = result["violation"][:160].replace("|", "/") if killed else "-"
+        lines.append(
+            f"| `before-issue-26` | `dispatch/` as at `{BEFORE_ISSUE_26}` (all of issue 26's checks) | {first} | "
+            f"{result['wall_seconds']:.0f} | {violation} |"
+        )
+    killed_count = sum(v["killed"] for v in verdicts)
+    lines += [
+        "",
+        f"{killed_count} of {len(verdicts)} mutants killed by the search ({time.monotonic() - started:.0f} s).",
+    ]
+    text = "\n".join(lines)
+    print(text)
+    (options.out / "mutation-table-sim.md").write_text(text + "\n")
+    (options.out / "mutation-gate-sim.json").write_text(
+        json.dumps({"baseline": baseline, "mutants": verdicts}, indent=1)
+    )
+    return 0 if all(v["killed"] for v in verdicts) else 1
 
 
 def _gate(chosen: Sequence[Mutant], options: argparse.Namespace) -> int:
