@@ -20,12 +20,12 @@ The state crosses deferrals (the task's `next_kwargs`, and its XCom `restarts`),
 `from_json`, which refuses anything malformed) and bounded: at most `MAX_RESTARTS_LIMIT` restarts, every text
 cut to `TEXT_LIMIT`, so the whole state stays below `STATE_LIMIT` characters however the chain went.
 
-The cluster is the chain's memory: a new try of the task (a retry, a Clear, a try Airflow failed while it ran)
-knows nothing of what an earlier try did, so it reads the chain's TrainJobs (`dispatch.resume`, by the job id
-label) and `from_cluster` says what they mean: the last submission running is waited for, failed with restarts
-left is held, drained and followed by the next, complete ends the chain; the restarts used are the submissions
-that exist. A TrainJob of the chain's job id that is not one of its submissions is refused (`NotInChainError`).
-Each submission after the first records in its create which submission it follows and how that one's pods went
+The cluster is the chain's memory: a new try of the task (a retry, a Clear, a try Airflow failed while it ran) knows
+nothing of what an earlier try did, so it reads the chain's TrainJobs (`dispatch.resume`, by the job id label) and
+`dispatch.chain.from_cluster` says what they mean: the last submission running is waited for, failed with restarts
+left is held, drained and followed by the next, complete ends the chain; the restarts used are the submissions that
+exist. A TrainJob of the chain's job id that is not one of its submissions is refused (`NotInChainError`). Each
+submission after the first records in its create which submission it follows and how that one's pods went
 (`ANNOTATION_FOLLOWS`), so the history read back is the one the chain kept.
 
 `per_run` and `run_key` give each DAG run a chain of its own: the same key for every try of a run, another for
@@ -37,18 +37,16 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
-import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any, Final
 
 from airflow_provider_dispatch.dispatch import vocabulary as v
-from airflow_provider_dispatch.dispatch.assessment import Mode, finished, is_held, managed
-from airflow_provider_dispatch.dispatch.errors import NotInChainError, SpecRejectedError, UnreachableError
+from airflow_provider_dispatch.dispatch.errors import SpecRejectedError
 from airflow_provider_dispatch.dispatch.payloads import cut
-from airflow_provider_dispatch.dispatch.validation import rendered_nothing, validate_job_id, validate_namespace
+from airflow_provider_dispatch.dispatch.validation import rendered_nothing
 
 #: the most restarts one chain may make: the history of executions travels in every deferral's `next_kwargs`
 #: and in the XCom, so it must stay small; a training failing more often than this needs a person, not a loop
@@ -220,8 +218,8 @@ def advance(state: RestartState, event: Event) -> RestartState:
             current,
             admission=_finished_admission(current, event.admission),
             outcome=event.outcome,
-            reason=_bounded(event.reason),
-            message=_bounded(event.message),
+            reason=bounded(event.reason),
+            message=bounded(event.message),
             finished_at=event.at,
         )
         if event.outcome == COMPLETE:
@@ -254,7 +252,7 @@ def _finished_admission(current: Submission, finished: int | None) -> int | None
     return finished
 
 
-def _bounded(text: str) -> str:
+def bounded(text: str) -> str:
     """`text` cut to `TEXT_LIMIT` characters, and shorter still until its JSON (ASCII, so a character outside it
     takes up to 12) is within `TEXT_LIMIT` too: the state's bound holds for any text an outcome quotes."""
     text = cut(text, TEXT_LIMIT)
@@ -329,138 +327,6 @@ def give_up_message(state: RestartState, trainjob: str) -> str:
     )
 
 
-# --- the chain in the cluster --------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Chain:
-    """Which TrainJobs are one chain's: those of its job id in its namespace, named `<base>-<k>`."""
-
-    namespace: str
-    base: str
-    job_id: str
-
-    def ref(self, submission: int) -> str:
-        return f"{self.namespace}/{trainjob_name(self.base, submission)}"
-
-
-def chain_of(manifest: Mapping[str, Any]) -> Chain:
-    """The chain of a manifest (as `submission_manifest` takes it): its namespace, name and job id."""
-    labels = submission_manifest(manifest, 1)["metadata"]["labels"]
-    namespace = v.field(manifest, "metadata", "namespace")
-    job_id = validate_job_id(labels[v.LABEL_JOB_ID])
-    return Chain(validate_namespace(namespace), str(manifest["metadata"]["name"]), job_id)
-
-
-#: a submission label the chain writes: 1, 2, ... without a leading zero
-_SUBMISSION_NUMBER: Final = re.compile(r"[1-9][0-9]{0,2}")
-
-
-def chain_submission(chain: Chain, trainjob: Mapping[str, Any]) -> int:
-    """The submission number k of one of the chain's TrainJobs; `NotInChainError` for a TrainJob of its job id
-    that is not a submission of this chain (another name or number, run by another manager than Trainer)."""
-    name = v.name_of(trainjob)
-    ref = f"{chain.namespace}/{name}"
-    labels = v.labels_of(trainjob)
-    raw = labels.get(v.LABEL_SUBMISSION)
-    number = int(raw) if isinstance(raw, str) and _SUBMISSION_NUMBER.fullmatch(raw) else None
-    ours = labels.get(v.LABEL_JOB_ID) == chain.job_id and v.namespace_of(trainjob) in ("", chain.namespace)
-    if not ours or number is None or number > MAX_RESTARTS_LIMIT + 1 or name != trainjob_name(chain.base, number):
-        raise NotInChainError(
-            f"TrainJob {ref} carries the job id {chain.job_id} of the restart chain {chain.ref(1)}, "
-            f"{chain.ref(2)}, ... but is not one of its submissions (submission label {raw!r}). The chain cannot "
-            "tell its executions apart from this TrainJob's: give the chain a job id of its own (per_run=True, "
-            "another metadata.name, or another job id label).",
-            ref=ref,
-        )
-    managed_by = v.field(trainjob, "spec", "managedBy")
-    if managed_by not in (None, v.TRAINER_MANAGED_BY):
-        raise NotInChainError(
-            f"TrainJob {ref} is run by {managed_by} (spec.managedBy), not by Trainer's own controller: its pods are "
-            "not on this cluster, so dispatch cannot tell when they stopped and the chain does not go on with it.",
-            ref=ref,
-        )
-    return number
-
-
-def from_cluster(max_restarts: int, chain: Chain, trainjobs: Iterable[Mapping[str, Any]], now: float) -> RestartState:
-    """The chain as the cluster shows it, for a new try that knows nothing else (pure).
-
-    `trainjobs` are those carrying the chain's job id in its namespace (`dispatch.resume.read_chain`). None: the
-    first state. Otherwise the last submission n decides the stage: `Complete` ends the chain (`succeeded`);
-    `Failed` is held, drained and followed by n+1 while restarts remain (`hold`: the hold is idempotent and
-    records the execution's pods if nobody did), else the chain is `exhausted`; unfinished and running (plain
-    mode) is waited for (`outcome`, pinned to its current execution); unfinished and held, or under Kueue, is
-    opened (`open`: the open takes the existing TrainJob and releases it, or returns it running). The restarts
-    used are n - 1, whatever `max_restarts` was when they were opened. The history is read off the TrainJobs:
-    their admission, outcome, when they were created and finished (the API server's times), and how each one's
-    pods went as the next one recorded it (`ANNOTATION_FOLLOWS`; `drained_at` is the next one's creation). A
-    submission deleted since is an entry with no outcome. A last submission being deleted is retryable."""
-    limit = validate_max_restarts(max_restarts)
-    found: dict[int, Mapping[str, Any]] = {}
-    for trainjob in trainjobs:
-        found[chain_submission(chain, trainjob)] = trainjob
-    if not found:
-        return start(limit, now)
-    last = max(found)
-    history = [_observed(k, found.get(k), found.get(k + 1)) for k in range(1, last + 1)]
-    trainjob = found[last]
-    if v.field(trainjob, "metadata", "deletionTimestamp") is not None:
-        raise UnreachableError(
-            f"TrainJob {chain.ref(last)}, the last submission of the chain, is being deleted: the chain goes on "
-            "from the submission before it once it is gone; retry.",
-            ref=chain.ref(last),
-        )
-    current = history[-1]
-    if current.outcome == COMPLETE:
-        stage = Stage.SUCCEEDED
-    elif current.outcome == FAILED:
-        stage = Stage.HOLD if last - 1 < limit else Stage.EXHAUSTED
-    elif is_held(trainjob) or managed(trainjob).mode is Mode.KUEUE:
-        stage = Stage.OPEN
-    else:
-        stage = Stage.OUTCOME
-    return RestartState(limit, stage, now, tuple(history))
-
-
-#: what a submission deleted from the cluster says in the history read back
-DELETED_REASON: Final = "NotFound"
-
-
-def _observed(submission: int, trainjob: Mapping[str, Any] | None, following: Mapping[str, Any] | None) -> Submission:
-    """History entry k, read off its TrainJob (None: deleted) and the next one (how k's pods went)."""
-    drained: str | None = None
-    drained_at: float | None = None
-    follows = follows_of(following)
-    if follows is not None and follows[0] == submission:
-        drained, drained_at = follows[1], _epoch(v.field(following, "metadata", "creationTimestamp"))
-    if trainjob is None:
-        message = "the TrainJob no longer exists: it was deleted after the chain went on"
-        return Submission(submission, reason=DELETED_REASON, message=message, drained=drained, drained_at=drained_at)
-    done = finished(trainjob)
-    outcome, reason, message, finished_at = None, "", "", None
-    if done is not None:
-        outcome = COMPLETE if done[1].get("type") == v.CONDITION_COMPLETE else FAILED
-        reason, message = str(done[1].get("reason") or ""), str(done[1].get("message") or "")
-        finished_at = _epoch(done[1].get("lastTransitionTime"))
-    return Submission(
-        submission=submission,
-        admission=managed(trainjob).admission,
-        opened_at=_epoch(v.field(trainjob, "metadata", "creationTimestamp")),
-        outcome=outcome,
-        reason=_bounded(reason),
-        message=_bounded(message),
-        finished_at=finished_at,
-        drained=drained,
-        drained_at=drained_at,
-    )
-
-
-def _epoch(text: object) -> float | None:
-    moment = v.parse_time(text)
-    return None if moment is None else moment.timestamp()
-
-
 def follows_annotation(previous: Submission) -> str:
     """The value of `ANNOTATION_FOLLOWS` on the submission after `previous` (drained or ceased)."""
     return json.dumps({"submission": previous.submission, "drained": previous.drained}, separators=(",", ":"))
@@ -479,27 +345,6 @@ def follows_of(trainjob: Mapping[str, Any] | None) -> tuple[int, str] | None:
     if isinstance(number, bool) or not isinstance(number, int) or drained not in ("drained", "ceased"):
         return None
     return number, str(drained)
-
-
-def describe(state: RestartState, chain: Chain) -> str:
-    """What a try found in the cluster and does next, in one line of the task's log."""
-    current = state.current
-    if current.submission == 1 and state.stage is Stage.OPEN and current.opened_at is None:
-        return f"no TrainJob of job id {chain.job_id} in namespace {chain.namespace} yet: opening submission 1"
-    ref = chain.ref(current.submission)
-    execution = f"execution {current.admission}"
-    if state.stage is Stage.SUCCEEDED:
-        step = f"{ref} completed ({execution}): the chain has succeeded"
-    elif state.stage is Stage.EXHAUSTED:
-        step = f"{ref} failed ({execution}) and no restart is left: the chain has failed"
-    elif state.stage is Stage.HOLD:
-        step = f"{ref} failed ({execution}): holding it; its pods go before submission {current.submission + 1}"
-    elif state.stage is Stage.OUTCOME:
-        step = f"{ref} runs {execution}: waiting for its outcome"
-    else:
-        step = f"{ref} has not finished and is held or queued: opening it as it is"
-    used = f"{state.restarts} restart{'' if state.restarts == 1 else 's'} used"
-    return f"the cluster shows submissions 1 to {current.submission} ({used}); {step}"
 
 
 # --- one chain per DAG run ------------------------------------------------------------------------------------
@@ -595,14 +440,12 @@ def _submission(value: object, expected: int) -> Submission:
 
 __all__ = [
     "COMPLETE",
-    "DELETED_REASON",
     "FAILED",
     "MAX_RESTARTS_LIMIT",
     "RUN_KEY_DIGITS",
     "RUN_KEY_LENGTH",
     "STATE_LIMIT",
     "TEXT_LIMIT",
-    "Chain",
     "Drained",
     "Event",
     "Finished",
@@ -613,12 +456,9 @@ __all__ = [
     "Submission",
     "TransitionError",
     "advance",
-    "chain_of",
-    "chain_submission",
-    "describe",
+    "bounded",
     "follows_annotation",
     "follows_of",
-    "from_cluster",
     "from_json",
     "give_up_message",
     "per_run",

@@ -3,7 +3,7 @@
 A new try of `TrainJobRestartOperator` (a retry, a Clear, a try Airflow failed while it ran) knows nothing of
 what earlier tries did; the cluster does. `read_chain` lists the TrainJobs of the chain's job id in its namespace
 (one quorum list by the job id label, paged), and `resume` hands them to the pure decision
-(`restarts.from_cluster`). Before it opens a submission the chain reads again (`read_chain`), so that a submission
+(`chain.from_cluster`). Before it opens a submission the chain reads again (`read_chain`), so that a submission
 another try of the same task opened meanwhile (a zombie and its retry alive at once) is taken as it is rather
 than opened again: the create of `<name>-<k>` is the fence, and whoever loses it adopts the winner's work.
 
@@ -17,9 +17,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from airflow_provider_dispatch.dispatch import vocabulary as v
+from airflow_provider_dispatch.dispatch.chain import Chain, from_cluster
 from airflow_provider_dispatch.dispatch.programs import Program
 from airflow_provider_dispatch.dispatch.programs.reads import _list_all
-from airflow_provider_dispatch.dispatch.restarts import Chain, RestartState, from_cluster
+from airflow_provider_dispatch.dispatch.restarts import RestartState
 from airflow_provider_dispatch.dispatch.validation import validate_job_id, validate_namespace
 
 
@@ -33,7 +34,7 @@ def read_chain(chain: Chain) -> Program[list[Mapping[str, Any]]]:
 
 
 def resume(chain: Chain, max_restarts: int, now: float) -> Program[RestartState]:
-    """The chain's state as the cluster shows it (`restarts.from_cluster`), `now` its stage's start."""
+    """The chain's state as the cluster shows it (`chain.from_cluster`), `now` its stage's start."""
     trainjobs = yield from read_chain(chain)
     return from_cluster(max_restarts, chain, trainjobs, now)
 

@@ -32,7 +32,7 @@ rebuilds the chain from `next_kwargs`, or from the XCom where a runner does not 
 only when a try starts, not when it resumes).
 
 The cluster is the chain's memory. Every try of the task starts by reading the chain's TrainJobs
-(`dispatch.resume`) and goes on from what they show (`dispatch.restarts.from_cluster`): a retry, a Clear, a try
+(`dispatch.resume`) and goes on from what they show (`dispatch.chain.from_cluster`): a retry, a Clear, a try
 Airflow failed while it ran (the stale-executor race, apache/airflow#72716) or a worker killed mid-chain resumes
 the chain where it stands, never from submission 1 again, and the restarts used are the submissions that exist.
 A try that Airflow starts at an earlier try's deferral (a task cleared while it ran resumes at its last deferral,
@@ -74,10 +74,12 @@ from airflow.providers.common.compat.sdk import AirflowException, AirflowFailExc
 from airflow.sdk import Context
 from airflow.triggers.base import BaseTrigger
 
+from airflow_provider_dispatch.dispatch import chain as chains
 from airflow_provider_dispatch.dispatch import programs, restarts, resume
+from airflow_provider_dispatch.dispatch.chain import Chain
 from airflow_provider_dispatch.dispatch.errors import FinishedError
 from airflow_provider_dispatch.dispatch.reasons import WaitReason
-from airflow_provider_dispatch.dispatch.restarts import Chain, RestartState, Stage
+from airflow_provider_dispatch.dispatch.restarts import RestartState, Stage
 from airflow_provider_dispatch.dispatch.validation import Ref
 from airflow_provider_dispatch.dispatch.vocabulary import LABEL_JOB_ID
 from airflow_provider_dispatch.hooks.checks import OutcomeCheck, drain_check, outcome_check
@@ -186,7 +188,7 @@ class TrainJobRestartOperator(ShowsWaitReason, TrainJobOpenOperator):
 
     def chain(self) -> Chain:
         with airflow_errors():
-            return restarts.chain_of(self.template())
+            return chains.chain_of(self.template())
 
     def parsed_manifest(self) -> Mapping[str, Any]:
         """The current submission's TrainJob: what `TrainJobOpenOperator.target` and `.admit` open (after the
@@ -229,7 +231,7 @@ class TrainJobRestartOperator(ShowsWaitReason, TrainJobOpenOperator):
             chain.job_id,
             limit,
             "" if limit == 1 else "s",
-            restarts.describe(self.state, chain),
+            chains.describe(self.state, chain),
         )
         return self.run_chain(context)
 
@@ -279,9 +281,9 @@ class TrainJobRestartOperator(ShowsWaitReason, TrainJobOpenOperator):
         adapter = self.hook.get_adapter(read_only=True)
         with airflow_errors():
             found = adapter.run(resume.read_chain(chain))
-            if max((restarts.chain_submission(chain, t) for t in found), default=0) < submission:
+            if max((chains.chain_submission(chain, t) for t in found), default=0) < submission:
                 return False
-            state = restarts.from_cluster(self.state.max_restarts, chain, found, time.time())
+            state = chains.from_cluster(self.state.max_restarts, chain, found, time.time())
         if state.stage is Stage.OPEN and state.submission == submission:
             self.log.info(
                 "Submission %s: TrainJob %s exists already, held and not finished (another try of this task "
@@ -295,7 +297,7 @@ class TrainJobRestartOperator(ShowsWaitReason, TrainJobOpenOperator):
             "cluster: %s",
             submission,
             self.ref_of(submission),
-            restarts.describe(state, chain),
+            chains.describe(state, chain),
         )
         self._state = state
         return True
@@ -315,7 +317,7 @@ class TrainJobRestartOperator(ShowsWaitReason, TrainJobOpenOperator):
                 "Submission %s finished before this try could open it (another try of this task ran it); going on "
                 "from the cluster: %s",
                 self.state.submission,
-                restarts.describe(self.state, chain),
+                chains.describe(self.state, chain),
             )
             return
         self.opened(execution)
@@ -391,7 +393,7 @@ class TrainJobRestartOperator(ShowsWaitReason, TrainJobOpenOperator):
                 "going on from the cluster, not from that deferral's event: %s",
                 current,
                 restart_try,
-                restarts.describe(self.state, chain),
+                chains.describe(self.state, chain),
             )
             return False
         source = "next_kwargs"

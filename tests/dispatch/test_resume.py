@@ -17,6 +17,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from airflow_provider_dispatch.dispatch import chain as c
 from airflow_provider_dispatch.dispatch import restarts as r
 from airflow_provider_dispatch.dispatch import vocabulary as v
 from airflow_provider_dispatch.dispatch.errors import NotInChainError, NotManagedError, UnreachableError
@@ -27,7 +28,7 @@ from .support import FakeApi, condition, trainjob
 from .test_restarts import OUTCOMES
 from .test_restarts import drive as run_chain
 
-CHAIN = r.Chain("ml", "finetune", "finetune")
+CHAIN = c.Chain("ml", "finetune", "finetune")
 T0 = datetime(2026, 12, 5, 2, 0, tzinfo=UTC)
 
 
@@ -45,7 +46,7 @@ def submission_trainjob(
     opened_at: float = 0.0,
     finished_at: float = 0.0,
     queue: str | None = None,
-    chain: r.Chain = CHAIN,
+    chain: c.Chain = CHAIN,
 ) -> dict[str, Any]:
     """Submission k of `chain` as the cluster holds it: created at `opened_at`, running execution `admission`
     (held or not), finished with `outcome` at `finished_at`."""
@@ -115,7 +116,7 @@ def test_a_chain_stopped_at_any_point_resumes_from_what_it_left_in_the_cluster(
     max_restarts: int, outcomes: list[str]
 ) -> None:
     for live in run_chain(max_restarts, outcomes):
-        resumed = r.from_cluster(max_restarts, CHAIN, reversed(left_in_cluster(live)), now=99.0)
+        resumed = c.from_cluster(max_restarts, CHAIN, reversed(left_in_cluster(live)), now=99.0)
         opened = [entry for entry in live.history if entry.opened_at is not None]
         # died before the open created the next submission: the previous one is held again and drained again
         # (nothing opened yet: the first state)
@@ -144,7 +145,7 @@ def test_the_history_read_back_carries_the_api_servers_times_and_texts() -> None
         submission_trainjob(1, outcome=r.FAILED, held=True, opened_at=10, finished_at=70),
         submission_trainjob(2, follows=first, opened_at=100),
     ]
-    state = r.from_cluster(3, CHAIN, found, now=5.0)
+    state = c.from_cluster(3, CHAIN, found, now=5.0)
     assert state.stage is r.Stage.OUTCOME
     one, two = state.history
     epoch = T0.timestamp()
@@ -173,7 +174,7 @@ def test_the_history_read_back_carries_the_api_servers_times_and_texts() -> None
 def test_the_last_submission_decides_the_stage(last: dict[str, Any], expected: r.Stage) -> None:
     earlier = submission_trainjob(1, outcome=r.FAILED, held=True)
     found = [earlier, submission_trainjob(2, follows=r.Submission(1, drained="drained"), **last)]
-    state = r.from_cluster(2, CHAIN, found, now=0.0)
+    state = c.from_cluster(2, CHAIN, found, now=0.0)
     assert (state.stage, state.submission) == (expected, 2)
 
 
@@ -182,16 +183,16 @@ def test_a_failed_last_submission_with_no_restart_left_ends_the_chain_with_its_o
         submission_trainjob(1, outcome=r.FAILED, held=True),
         submission_trainjob(2, outcome=r.FAILED, follows=r.Submission(1, drained="drained")),
     ]
-    state = r.from_cluster(1, CHAIN, found, now=0.0)
+    state = c.from_cluster(1, CHAIN, found, now=0.0)
     assert state.stage is r.Stage.EXHAUSTED
     message = r.give_up_message(state, CHAIN.ref(2))
     assert message.startswith("gave up after 1 restart (max_restarts=1): submission 2, TrainJob ml/finetune-2")
     assert "FinishedError" not in message
     assert "unsuspending" not in message
     # a higher limit on the next try goes on: the restarts used are still the submissions that exist
-    assert r.from_cluster(2, CHAIN, found, now=0.0).stage is r.Stage.HOLD
+    assert c.from_cluster(2, CHAIN, found, now=0.0).stage is r.Stage.HOLD
     # a lower one than the submissions made: exhausted, never refused (the history is longer than the limit)
-    lower = r.from_cluster(0, CHAIN, found, now=0.0)
+    lower = c.from_cluster(0, CHAIN, found, now=0.0)
     assert (lower.stage, lower.restarts) == (r.Stage.EXHAUSTED, 1)
     assert r.from_json(lower.as_json()) == lower
 
@@ -201,7 +202,7 @@ def test_a_running_submission_beyond_a_lowered_limit_is_still_waited_for() -> No
         submission_trainjob(1, outcome=r.FAILED, held=True),
         submission_trainjob(2, follows=r.Submission(1, drained="drained")),
     ]
-    state = r.from_cluster(0, CHAIN, found, now=0.0)
+    state = c.from_cluster(0, CHAIN, found, now=0.0)
     assert (state.stage, state.submission) == (r.Stage.OUTCOME, 2)
     failed = r.advance(state, r.Finished(r.FAILED, "", "", 1.0))
     assert failed.stage is r.Stage.EXHAUSTED
@@ -212,10 +213,10 @@ def test_a_deleted_submission_is_an_entry_with_no_outcome_and_the_numbering_goes
         submission_trainjob(1, outcome=r.FAILED, held=True),
         submission_trainjob(3, outcome=r.FAILED, follows=r.Submission(2, drained="ceased")),
     ]
-    state = r.from_cluster(5, CHAIN, found, now=0.0)
+    state = c.from_cluster(5, CHAIN, found, now=0.0)
     assert [(e.submission, e.outcome, e.reason, e.drained) for e in state.history] == [
         (1, r.FAILED, "FailedReason", None),  # the TrainJob that said how its pods went is gone
-        (2, None, r.DELETED_REASON, "ceased"),
+        (2, None, c.DELETED_REASON, "ceased"),
         (3, r.FAILED, "FailedReason", None),
     ]
     assert (state.stage, state.restarts) == (r.Stage.HOLD, 2)
@@ -225,7 +226,7 @@ def test_a_last_submission_being_deleted_is_retryable() -> None:
     last = submission_trainjob(1)
     last["metadata"]["deletionTimestamp"] = stamp(5)
     with pytest.raises(UnreachableError, match="is being deleted"):
-        r.from_cluster(1, CHAIN, [last], now=0.0)
+        c.from_cluster(1, CHAIN, [last], now=0.0)
 
 
 def renamed(body: dict[str, Any], name: str) -> dict[str, Any]:
@@ -247,7 +248,7 @@ def renamed(body: dict[str, Any], name: str) -> dict[str, Any]:
 )
 def test_a_trainjob_of_the_job_id_that_is_not_a_submission_is_refused(foreign: dict[str, Any], match: str) -> None:
     with pytest.raises(NotInChainError, match=match) as refused:
-        r.from_cluster(3, CHAIN, [submission_trainjob(1, outcome=r.FAILED), foreign], now=0.0)
+        c.from_cluster(3, CHAIN, [submission_trainjob(1, outcome=r.FAILED), foreign], now=0.0)
     assert "give the chain a job id of its own" in refused.value.message
 
 
@@ -255,16 +256,16 @@ def test_a_submission_run_by_another_manager_is_refused() -> None:
     body = submission_trainjob(1)
     body["spec"]["managedBy"] = "kueue.x-k8s.io/multikueue"
     with pytest.raises(NotInChainError, match=r"run by kueue.x-k8s.io/multikueue \(spec.managedBy\)"):
-        r.from_cluster(3, CHAIN, [body], now=0.0)
+        c.from_cluster(3, CHAIN, [body], now=0.0)
     body["spec"]["managedBy"] = v.TRAINER_MANAGED_BY
-    assert r.from_cluster(3, CHAIN, [body], now=0.0).stage is r.Stage.OUTCOME
+    assert c.from_cluster(3, CHAIN, [body], now=0.0).stage is r.Stage.OUTCOME
 
 
 def test_a_submission_whose_admission_number_was_tampered_with_is_refused() -> None:
     body = submission_trainjob(1)
     body["metadata"]["annotations"][v.ANNOTATION_ADMISSION] = "two"
     with pytest.raises(NotManagedError):
-        r.from_cluster(3, CHAIN, [body], now=0.0)
+        c.from_cluster(3, CHAIN, [body], now=0.0)
 
 
 def test_an_unreadable_follows_annotation_says_nothing() -> None:
@@ -289,11 +290,11 @@ def test_the_submission_manifest_records_what_it_follows_and_refuses_what_the_ch
 
 
 def test_describe_says_what_the_try_found_and_does() -> None:
-    assert r.describe(r.start(3, 0.0), CHAIN) == (
+    assert c.describe(r.start(3, 0.0), CHAIN) == (
         "no TrainJob of job id finetune in namespace ml yet: opening submission 1"
     )
     found = [submission_trainjob(1, outcome=r.FAILED, held=True), submission_trainjob(2)]
-    assert r.describe(r.from_cluster(3, CHAIN, found, now=0.0), CHAIN) == (
+    assert c.describe(c.from_cluster(3, CHAIN, found, now=0.0), CHAIN) == (
         "the cluster shows submissions 1 to 2 (1 restart used); ml/finetune-2 runs execution 1: waiting for its outcome"
     )
 
@@ -306,7 +307,7 @@ def test_the_read_lists_the_job_id_and_keeps_only_the_chains() -> None:
     for k in range(1, 8):
         api.add(v.TRAINJOB, submission_trainjob(k, outcome=r.FAILED, held=True))
     api.add(v.TRAINJOB, trainjob(name="other-1", namespace="ml", job_id="other", submission="1"))
-    api.add(v.TRAINJOB, submission_trainjob(1, chain=r.Chain("elsewhere", "finetune", "finetune")))
+    api.add(v.TRAINJOB, submission_trainjob(1, chain=c.Chain("elsewhere", "finetune", "finetune")))
     found = drive(read_chain(CHAIN), api.respond)
     assert [v.name_of(t) for t in found] == sorted(f"finetune-{k}" for k in range(1, 8))
     lists = [request for request in api.requests if isinstance(request, ListObjects)]
@@ -320,7 +321,7 @@ def test_the_read_lists_the_job_id_and_keeps_only_the_chains() -> None:
 
 def test_the_read_refuses_a_bad_namespace_or_job_id_before_any_request() -> None:
     api = FakeApi()
-    for chain in (r.Chain("ML", "finetune", "finetune"), r.Chain("ml", "finetune", "bad id!")):
+    for chain in (c.Chain("ML", "finetune", "finetune"), c.Chain("ml", "finetune", "bad id!")):
         with pytest.raises(Exception, match=r"namespace|job id"):
             drive(read_chain(chain), api.respond)
     assert api.requests == []
@@ -355,9 +356,9 @@ def test_the_run_key_is_the_runs_own_and_the_same_for_every_try() -> None:
 def test_per_run_suffixes_the_name_and_the_job_id() -> None:
     key = "20261205-3fa9c2"
     plain = r.per_run({"metadata": {"name": "resnet", "namespace": "ml"}, "spec": {}}, key)
-    assert r.chain_of(plain) == r.Chain("ml", f"resnet-{key}", f"resnet-{key}")
+    assert c.chain_of(plain) == c.Chain("ml", f"resnet-{key}", f"resnet-{key}")
     labelled = r.per_run({"metadata": {"name": "resnet", "namespace": "ml", "labels": {v.LABEL_JOB_ID: "rn"}}}, key)
-    assert r.chain_of(labelled) == r.Chain("ml", f"resnet-{key}", f"rn-{key}")
+    assert c.chain_of(labelled) == c.Chain("ml", f"resnet-{key}", f"rn-{key}")
     # the longest name per_run leaves room for: 63 characters with the key and the last submission's "-26"
     longest = "x" * (63 - r.RUN_KEY_LENGTH - 3)
     assert len(r.trainjob_name(r.per_run({"metadata": {"name": longest}}, key)["metadata"]["name"], 26)) == 63

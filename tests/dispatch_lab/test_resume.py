@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from airflow_provider_dispatch.dispatch import restarts
 from airflow_provider_dispatch.dispatch import vocabulary as v
+from airflow_provider_dispatch.dispatch.chain import Chain
 from airflow_provider_dispatch.dispatch.resume import read_chain, resume
 
 from .cluster import Cluster
@@ -20,7 +21,7 @@ async def test_both_adapters_read_the_chain_and_decide_alike(
     cluster.trainer_finishes("ft-1", "Failed")
     cluster.trainjob("ft-2", runtime=runtime, job_id="ft", submission="2", admission=1, suspend=False)
     cluster.trainjob("other-1", runtime=runtime, job_id="other", submission="1", admission=1)
-    chain = restarts.Chain(cluster.namespace, "ft", "ft")
+    chain = Chain(cluster.namespace, "ft", "ft")
     found = await adapter.call("run", read_chain(chain))
     assert [v.name_of(t) for t in found] == ["ft-1", "ft-2"]
     reader = await make_adapter(kind, user=READER)  # a read: the read-only identity of a trigger suffices
