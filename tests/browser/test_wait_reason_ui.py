@@ -311,11 +311,13 @@ def test_the_restart_chain_shows_what_to_do_first_whole_in_the_ui(
         pod, node = running[0]
         try:
             # nothing blocks the training: the chain waits deferred, and the scheduler has taken in the executor's
-            # report of every attempt so far, so the next resume cannot meet a stale one (apache/airflow#72716)
-            # (its pod count is what the last check saw: the phases alone change no decision, so no new check)
-            training = "Waiting for the training to finish; nothing blocks it ("
+            # report of every attempt so far, so the next resume cannot meet a stale one (apache/airflow#72716).
+            # The reason is the one its last check showed: "Waiting for the training to finish; nothing blocks it
+            # (...)", or, when that check came while the pods started, "Waiting for 1 pod to start (...)". Pods
+            # that only start are no progress (`unfinished.fingerprint`), so the worker shows their start only at
+            # the trigger's full re-check; the node's change below is progress either way.
             deferred_with_first_line(
-                airflow_stack, CHAIN_DAG_ID, run_id, CHAIN_TASK, training, about_chain, whole=False
+                airflow_stack, CHAIN_DAG_ID, run_id, CHAIN_TASK, "Waiting for ", about_chain, whole=False
             )
             executor_caught_up(airflow_stack, CHAIN_DAG_ID, run_id, CHAIN_TASK)
         except AssertionError:
