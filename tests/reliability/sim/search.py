@@ -36,8 +36,6 @@ else:
     from .world import Config, World
 
 ROOT = Path(__file__).resolve().parents[3]
-#: the first parent of issue 26's merge: the code before the fix
-PREFIX_COMMIT = "2809586^1"
 DEFAULT_STEPS = 400
 
 
@@ -221,7 +219,7 @@ def materialise_code(code: str, into: Path) -> Path:
     from reliability import mutation_gate
 
     if code == "prefix":
-        return mutation_gate.materialise_before_fix(into, ROOT, PREFIX_COMMIT)
+        return mutation_gate.materialise_before_fix(into, ROOT)  # at the gate's BEFORE_ISSUE_26
     mutant = next((m for m in mutation_gate.MUTANTS if m.name == code), None)
     if mutant is None:
         raise SystemExit(f"no mutant named {code}")
