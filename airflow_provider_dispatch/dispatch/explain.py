@@ -248,15 +248,16 @@ def _node_group(
     elif node.presence is Presence.GONE:
         texts.append(
             f"Node {name} is gone: the processes of {_names(pods, room)} are proven gone (ceased); PodGC deletes "
-            f"{_it(pods, 'the pod', 'the pods')} after its 40s quarantine, and then the release can proceed."
+            f"{_it(pods, 'the pod', 'the pods')} 40 to 80s after the Node's deletion, and then the release can "
+            "proceed."
         )
     elif node.presence is Presence.DELETED_RECENTLY:
         texts.append(
             f"Node {name} was deleted, but a deletion is proof that its machine stopped only once the pods' grace "
             "period plus 60s (and the clock skew allowed) have passed since a release or the admission check first "
-            f"found it gone: a machine that still runs stops {_names(pods, room)} only after PodGC deletes "
-            f"{_it(pods, 'the pod', 'the pods')}. Wait; if the machine is cut off or frozen rather than off, power "
-            "it off first (a deleted Node is the operator's assertion that it is)."
+            f"found it gone with no pod left on it: a machine that still runs stops {_names(pods, room)} only after "
+            f"PodGC deletes {_it(pods, 'the pod', 'the pods')}. Wait; if the machine is cut off or frozen rather "
+            "than off, power it off first (a deleted Node is the operator's assertion that it is)."
         )
     elif node.presence is Presence.NOT_READABLE:
         listed = [p for p in pods if p.blocking is not Blocking.VANISHED]
@@ -355,15 +356,16 @@ def remedy(node: NodeState, pods: Sequence[RemainingPod]) -> Remedy:
         return Remedy(
             f"Waiting for PodGC to delete {count} of deleted node {name}",
             note=f"Nothing to do: {_it(pods, 'its', 'their')} processes are proven gone; PodGC deletes "
-            f"{_it(pods, 'it', 'them')} after its 40s quarantine.",
+            f"{_it(pods, 'it', 'them')} 40 to 80s after the Node's deletion.",
         )
     if node.presence is Presence.DELETED_RECENTLY:
         return Remedy(
             f"Waiting until the deletion of node {name} is proof: {count} may still run there",
             note=(
                 "Nothing to do if its machine is off: a deleted Node proves that its machine stopped only once the "
-                "pods' grace period plus 60s (and the clock skew allowed) have passed since it was first found gone. "
-                "If the machine may still run (cut off or frozen), power it off."
+                "pods' grace period plus 60s (and the clock skew allowed) have passed since it was first found gone "
+                "with no pod left on it (PodGC deletes them 40 to 80s after the Node). If the machine may still run "
+                "(cut off or frozen), power it off."
             ),
             runbook=reasons.DELETED_NODE,
         )

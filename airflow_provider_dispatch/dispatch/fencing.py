@@ -39,8 +39,9 @@ Every later drain check compares the record with what its label selections list:
 * otherwise its object is gone, and it blocks until its node confirms that its containers stopped: the node is
   ceased (out-of-service and not Ready, PodGC's own test: nodes.py), gone (deleted: DESIGN §4; a deletion counts
   only once the pods' grace plus `RETURN_MARGIN_SECONDS` and the clock skew bound have passed since a writer's
-  check first found it, `judged_nodes`: a machine that still runs stops its pods only after PodGC deletes
-  them, after its 40 s quarantine, and then within their grace), `Ready=True`
+  check first found it with no pod that may run listed on it, `judged_nodes`: a machine that still runs stops
+  its pods only after their objects are deleted, by PodGC 40 to 80 s after the Node, and then within their
+  grace), `Ready=True`
   throughout since the record (its Ready condition's `lastTransitionTime` is the one the record kept: the
   kubelet never left, so it saw each deletion as it happened), or `Ready=True` again and its kubelet has
   reported so for longer than the pod's grace period plus `RETURN_MARGIN_SECONDS`, by the kubelet's own clock
@@ -383,8 +384,13 @@ def grown(
         unscheduled, uids = [], {}
     gone = dict(execution_pods.gone)
     if now is not None:
+        still_listed = nodes_of_pods_that_may_run(pods)
         for node, lookup in lookups.items():
-            if lookup is NodeRead.GONE and node in by_node and node not in gone:
+            if lookup is not NodeRead.GONE or node not in by_node:
+                continue
+            if node in still_listed:
+                gone.pop(node, None)  # its kubelet may not have heard of a deletion yet: the clock starts later
+            elif node not in gone:
                 gone[node] = now
     leftovers, cleared = execution_pods.leftovers, execution_pods.cleared
     if execution_pods.admission == 0 and predecessors is not None:
@@ -407,6 +413,15 @@ def grown(
     )
 
 
+def nodes_of_pods_that_may_run(pods: Iterable[Mapping[str, Any]]) -> frozenset[str]:
+    """The nodes that `pods` (as a check listed them) that may still run are bound to. On such a node, if its
+    Node is deleted, the deletion proves nothing yet: a machine that still runs runs the pod until its object is
+    deleted (by the Job controller, or by PodGC, whose orphan pass comes 40 to 80 s after the Node's deletion:
+    a pass every 20 s, a 40 s quarantine, `pkg/controller/podgc/gc_controller.go` v1.36.3) and then for its
+    grace. So the deletion's clock (`ExecutionPods.gone`) starts only at a check that lists none there."""
+    return frozenset(node for pod in pods if blocking(pod) is not None and (node := node_name_of(pod)) is not None)
+
+
 def deletion_proof_at(first_seen: datetime, grace_seconds: int, clock_skew_seconds: float) -> datetime:
     """When a Node first found deleted at `first_seen` becomes proof that its pods (of that grace) stopped: the
     returned-node rule's wait (grace plus `RETURN_MARGIN_SECONDS`), plus the bound on the skew between the API
@@ -419,15 +434,20 @@ def judged_nodes(
     execution_pods: ExecutionPods | None,
     now: datetime | None,
     clock_skew_seconds: float = DEFAULT_CLOCK_SKEW_SECONDS,
+    pods: Iterable[Mapping[str, Any]] = (),
 ) -> dict[str, NodeLookup]:
     """`nodes` as read, with each deleted Node taken as proof only once `deletion_proof_at` has passed on the API
-    server's clock since the record first found it deleted; before, or when the record has no time for it (only a
-    writer's check writes one), it is `NodeRead.DELETED_RECENTLY`, never ceased (nodes.py, finding 4)."""
+    server's clock since the record first found it deleted with no pod that may run listed on it; before, when a
+    pod of `pods` (this check's) that may run is bound to it (`nodes_of_pods_that_may_run`), or when the record
+    has no time for it (only a writer's check writes one), it is `NodeRead.DELETED_RECENTLY`, never ceased
+    (nodes.py, finding 4)."""
     result = dict(nodes)
+    occupied = nodes_of_pods_that_may_run(pods)
     for node, lookup in nodes.items():
         if lookup is not NodeRead.GONE:
             continue
-        first = execution_pods.gone.get(node) if execution_pods is not None else None
+        recorded = execution_pods.gone.get(node) if execution_pods is not None else None
+        first = None if node in occupied else recorded  # a pod that may run is listed there: not started yet
         grace = execution_pods.grace_on(node) if execution_pods is not None else DEFAULT_GRACE_SECONDS
         if first is None or now is None or now < deletion_proof_at(first, grace, clock_skew_seconds):
             result[node] = NodeRead.DELETED_RECENTLY

@@ -14,12 +14,13 @@ Decisions recorded here:
 * A node that could not be read for lack of permission is `not readable` and never ceases: cessation is not
   proven where Nodes cannot be read (DESIGN §4).
 * A deleted Node ceases, but not on a single 404: a Node deleted while its machine runs (`kubectl delete node`
-  on a node that was Ready a moment ago) leaves the machine running its pods until PodGC deletes them (after
-  its 40 s quarantine) and the kubelet, if it still hears the API, stops them within their grace. So a 404 is
-  `DELETED_RECENTLY` (`gone, not yet proof`, never ceased) until the pods' grace plus `RETURN_MARGIN_SECONDS`
-  have passed since a writer's check first found the node gone, a time the hold's record keeps (fencing.py
-  `judged_nodes`). A machine cut off or frozen when its Node was deleted cannot hear the deletion: that stays
-  the operator's assertion (docs/reliability.md, the precondition).
+  on a node that was Ready a moment ago) leaves the machine running its pods until their objects are deleted
+  (the Job controller, or PodGC 40 to 80 s after the Node's deletion) and the kubelet, if it still hears the API,
+  stops them within their grace. So a 404 is `DELETED_RECENTLY` (`gone, not yet proof`, never ceased) until the
+  pods' grace plus `RETURN_MARGIN_SECONDS` have passed since a writer's check first found the node gone with no
+  pod that may run listed on it, a time the hold's record keeps (fencing.py `judged_nodes`). A machine cut off or
+  frozen when its Node was deleted cannot hear the deletion: that stays the operator's assertion
+  (docs/reliability.md, the precondition).
 * A node name we have no answer for at all (not looked up) reads as `not readable` too: unknown is never
   ceased.
 * `NodeState.ready_for` is how long the node's kubelet has reported `Ready=True`, by the kubelet's own clock:

@@ -140,6 +140,31 @@ def test_a_deleted_node_is_proof_once_grace_margin_and_skew_have_passed_since_a_
     assert grown(seen, nodes={"n1": NodeRead.GONE}, now=later).gone == {"n1": SERVER_NOW}
 
 
+def test_a_deleted_nodes_wait_starts_only_once_no_pod_that_may_run_is_listed_on_it() -> None:
+    """While a check still lists a pod that may run on the deleted Node, its machine (if it runs) runs the pod on:
+    PodGC deletes it 40 to 80 s after the Node, or later when slow, and only then does the kubelet stop it. So a
+    writer's check that lists one there records no time for the deletion (and forgets one recorded earlier), the
+    node is `gone, not yet proof` for that check whatever the record says, and the first check that lists none
+    there starts the wait."""
+    made = ExecutionPods(2, {"n1": ("p-0",)}, since=HOLD, grace={"n1": 45})
+    running = pod("p-0", phase="Running")
+    while_listed = grown(made, pods=[running], nodes={"n1": NodeRead.GONE}, now=SERVER_NOW)
+    assert while_listed.gone == {}
+    long_after = SERVER_NOW + timedelta(hours=1)
+    earlier = grown(made, nodes={"n1": NodeRead.GONE}, now=SERVER_NOW)
+    assert judged_nodes({"n1": NodeRead.GONE}, earlier, long_after, pods=[running]) == {"n1": NodeRead.DELETED_RECENTLY}
+    assert grown(earlier, pods=[running], nodes={"n1": NodeRead.GONE}, now=long_after).gone == {}
+    finished = pod("p-0", phase="Failed")
+    assert grown(made, pods=[finished], nodes={"n1": NodeRead.GONE}, now=SERVER_NOW).gone == {"n1": SERVER_NOW}
+    cleared = grown(while_listed, nodes={"n1": NodeRead.GONE}, now=long_after)
+    assert cleared.gone == {"n1": long_after}
+    wait = 45 + RETURN_MARGIN_SECONDS + DEFAULT_CLOCK_SKEW_SECONDS
+    assert judged_nodes({"n1": NodeRead.GONE}, cleared, long_after + timedelta(seconds=wait - 1)) == {
+        "n1": NodeRead.DELETED_RECENTLY
+    }
+    assert judged_nodes({"n1": NodeRead.GONE}, cleared, long_after + timedelta(seconds=wait)) == {"n1": NodeRead.GONE}
+
+
 def test_a_node_deleted_before_the_hold_gets_its_time_from_the_first_writers_check() -> None:
     """The hold read its time before the Nodes: a Node it found deleted may have been deleted after that time, so
     the record keeps no time for it, and the first writer's check (its time read after the Nodes) gives one."""

@@ -813,7 +813,8 @@ def test_ceased(nodes: dict[str, dict[str, Any]], forbidden: bool, ceased: bool)
 
 def test_a_deleted_node_is_proof_once_its_recorded_deletion_is_old_enough() -> None:
     """`ceased` on a pod of a deleted Node: not on the 404 alone, nor while the record's first sight of the
-    deletion is younger than the pods' grace plus the return margin and the skew bound; then it is."""
+    deletion is younger than the pods' grace plus the return margin and the skew bound, nor while the pod is
+    still listed there (a machine that runs runs it until its object is deleted); then it is."""
     api = standard_api(admission="1")
     first_seen = parse_time(NOW)
     assert first_seen is not None
@@ -823,6 +824,8 @@ def test_a_deleted_node_is_proof_once_its_recorded_deletion_is_old_enough() -> N
     api.pods.append(pod("a", node="n2", deletion=TERMINATING))
     assert drive(programs.ceased(REF), api.respond) is False
     api.now = format_time(first_seen + timedelta(seconds=30 + RETURN_MARGIN_SECONDS + DEFAULT_CLOCK_SKEW_SECONDS))
+    assert drive(programs.ceased(REF), api.respond) is False
+    api.pods.clear()  # PodGC deleted the orphan
     assert drive(programs.ceased(REF), api.respond) is True
 
 

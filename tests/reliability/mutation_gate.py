@@ -250,8 +250,8 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "record-binds-unscheduled",
         "dispatch/fencing.py",
-        "unscheduled = [n for n in unscheduled if n != name]",
-        "unscheduled = list(unscheduled)",
+        "if known is not None and (name in known or not keep):",
+        "if name in execution_pods.unscheduled or (known is not None and (name in known or not keep)):",
         "a pod recorded without a node is judged on its node once a check lists it bound (issue 26, case 1)",
     ),
     Mutant(
@@ -260,6 +260,13 @@ MUTANTS: tuple[Mutant, ...] = (
         "result[node] = NodeRead.DELETED_RECENTLY",
         "pass",
         "a Node deleted while its machine runs is no proof its pods stopped, until grace and margin pass (#26, 4)",
+    ),
+    Mutant(
+        "deleted-node-waits-for-its-pods",
+        "dispatch/fencing.py",
+        "still_listed = nodes_of_pods_that_may_run(pods)",
+        "still_listed = frozenset[str]()",
+        "a deleted Node's clock starts only once no pod that may run is listed on it: PodGC takes up to 80 s",
     ),
     Mutant(
         "deleted-node-seen-after-nodes",

@@ -254,7 +254,7 @@ def drain(
     nodes = yield from read_nodes(nodes_to_check([*read.pods, *found], execution_pods), ref=ref)
     # read after the Nodes: a Node found deleted was deleted by then (what a writer records as its first sight)
     now = (yield from server_time(ref)) if NodeRead.GONE in nodes.values() else None
-    judged = judged_nodes(nodes, execution_pods, now, clock_skew_seconds)
+    judged = judged_nodes(nodes, execution_pods, now, clock_skew_seconds, [*read.pods, *found])
     remaining = blocking_pods(read.pods, judged, execution_pods, selection.namespace, lookups)
     return Drain(read, lookups, nodes, remaining, judged, now)
 

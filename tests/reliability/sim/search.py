@@ -54,7 +54,10 @@ class Outcome:
 
 
 def config_for(seed: int) -> Config:
-    """Each seed draws a small world: nodes, TrainJobs, pods per TrainJob, termination time, clock skew."""
+    """Each seed draws a small world: nodes, TrainJobs, pods per TrainJob, the pods' grace period, how long a
+    process takes to stop after SIGTERM (above the grace: it ignores SIGTERM and is killed at the grace), and the
+    API server replicas' clock skew (2.5: two replicas differ by up to 5 s, the rule's default bound; 22.5: by up
+    to 45 s, with dispatch configured for it, `Config.clock_skew_seconds`)."""
     import random
 
     rng = random.Random(seed * 7919 + 1)
@@ -62,8 +65,9 @@ def config_for(seed: int) -> Config:
         nodes=rng.choice((2, 3, 4)),
         trainjobs=rng.choice((1, 1, 2)),
         num_nodes=rng.choice((1, 1, 2)),
-        termination_seconds=rng.choice((1.0, 5.0, 20.0)),
-        skew=rng.choice((0.0, 1.0, 2.5)),
+        termination_seconds=rng.choice((1.0, 5.0, 20.0, 3600.0)),
+        skew=rng.choice((0.0, 1.0, 2.5, 22.5)),
+        grace_seconds=rng.choice((30, 30, 120, 300)),
     )
 
 

@@ -45,7 +45,10 @@ upstream source and version; only what dispatch's rule reads and what makes proc
 - Node lifecycle (`nodes/node_lifecycle.py`): Ready=Unknown 50 s after the last heartbeat
   (`nodeMonitorGracePeriod`). Lifecycle taints and zones are left out.
 - PodGC (`nodes/podgc.py`): terminating pods on a node not Ready with the out-of-service taint, and pods bound to a
-  Node that is gone for its 40 s quarantine: phase Failed, then DELETE grace 0. Taint eviction
+  Node that is gone: phase Failed, then DELETE grace 0. The orphans go at a pass (every 20 s, `gcCheckPeriod`)
+  after the 40 s quarantine the first pass after the deletion starts (`gcOrphaned`, `nodeQueue.AddAfter`; the
+  pass at its end or the next), so 40 to 80 s after the deletion (kubernetes v1.36.3 `gc_controller.go`), or
+  later: PodGC's step, as every controller's, waits its turn. Taint eviction
   (`nodes/taint_eviction.py`) deletes, gracefully, pods on a node with a NoExecute out-of-service taint.
 - The garbage collector (`workloads/garbage_collector.py`): deletes (Background) an object whose controller owner
   is gone; one dependent per step, at a low weight: it is slow.
@@ -72,6 +75,7 @@ from typing import Any
 from airflow_provider_dispatch.dispatch import programs as p
 from airflow_provider_dispatch.dispatch import vocabulary as v
 from airflow_provider_dispatch.dispatch.errors import DispatchError
+from airflow_provider_dispatch.dispatch.nodes import DEFAULT_CLOCK_SKEW_SECONDS
 from airflow_provider_dispatch_lab.apiserver.registry.resources import default_registry
 from airflow_provider_dispatch_lab.kinds import JOB
 from airflow_provider_dispatch_lab.scenario import manifests
@@ -92,6 +96,8 @@ REQUEST_TIMEOUT = 60.0
 HEARTBEAT_SECONDS = 10.0
 MONITOR_GRACE = 50.0
 QUARANTINE = 40.0
+#: PodGC's pass period (`gcCheckPeriod`, `pkg/controller/podgc/gc_controller.go` v1.36.3)
+PODGC_PERIOD = 20.0
 #: how soon a kubelet that runs and hears the API acts on a pod change (its watch) and sends a due heartbeat
 #: (UNVERIFIED as a bound: the watch delivers within a second on a healthy cluster; the lab's kubelet acts at once)
 KUBELET_REACTION = 2.0
@@ -197,8 +203,20 @@ class Config:
     trainjobs: int = 1
     num_nodes: int = 1
     termination_seconds: float = 5.0
+    """How long a process takes to stop after SIGTERM; the kubelet kills it at the grace (SIGKILL) if that is
+    sooner: a value above the grace is a process that ignores SIGTERM (a training loop finishing a checkpoint)."""
+    grace_seconds: int = GRACE_SECONDS
+    """The runtime's `terminationGracePeriodSeconds`: the kubelet's SIGKILL after SIGTERM, and what the rule reads
+    from each pod (`grace_of`) to time its node proofs."""
     skew: float = 2.0
     """Each API server replica's clock offset is drawn within +-skew (so two differ by at most 2 x skew)."""
+
+    @property
+    def clock_skew_seconds(self) -> float:
+        """The bound dispatch's callers are configured with (`clock_skew_seconds` of the programs, operators and
+        adapters): the rule's default, 5 s, or the most two replicas can differ here when that is more, as an
+        operator who knows the cluster's clocks differ more would set it."""
+        return max(DEFAULT_CLOCK_SKEW_SECONDS, 2 * self.skew)
 
 
 @dataclass
@@ -234,6 +252,9 @@ class World:
         self.want: dict[str, str] = {}
         self.submission: dict[str, int] = {}
         self.absent_since: dict[str, float] = {}
+        #: when PodGC's orphan pass deletes the pods of each deleted Node (`_podgc`), and the phase of its passes
+        self.orphans_due: dict[str, float] = {}
+        self.podgc_phase = self.env.uniform(0.0, PODGC_PERIOD)
         self.admitted: dict[str, int] = {}
         self.failures: dict[str, list[float]] = {}
         self.seen_by_dispatch: set[str] = set()
@@ -253,7 +274,7 @@ class World:
         return self.replicas[self.env.randrange(len(self.replicas))]
 
     def _setup(self) -> None:
-        runtime = manifests.cluster_training_runtime(RUNTIME, grace_seconds=GRACE_SECONDS)
+        runtime = manifests.cluster_training_runtime(RUNTIME, grace_seconds=self.config.grace_seconds)
         job_spec = runtime["spec"]["template"]["spec"]["replicatedJobs"][0]["template"]["spec"]
         job_spec["template"]["spec"]["restartPolicy"] = "Never"
         self.store.create("clustertrainingruntimes", "", runtime, "admin")
@@ -346,7 +367,7 @@ class World:
             at=self.clock,
             annotations=metadata.get("annotations") or {},
         )
-        grace = float((pod.get("spec") or {}).get("terminationGracePeriodSeconds", GRACE_SECONDS))
+        grace = float((pod.get("spec") or {}).get("terminationGracePeriodSeconds", self.config.grace_seconds))
         self.procs[uid] = Proc(record, ("pods", NAMESPACE, str(metadata["name"])), node, grace)
         self.started.add(uid)
         self.note(f"process of {metadata['name']} starts on {node} (A={record.execution.admission or '-'})")
@@ -911,8 +932,13 @@ class World:
         for name in self.machines:
             if name in nodes:
                 self.absent_since.pop(name, None)
-            else:
-                self.absent_since.setdefault(name, self.clock)
+                self.orphans_due.pop(name, None)
+            elif name not in self.absent_since:
+                self.absent_since[name] = self.clock
+                # PodGC's orphan pass runs every 20 s: the first after the deletion queues the node for 40 s, and
+                # the pass that finds it ready deletes (that one, or the next if the queue had not moved it yet)
+                first_pass = self.clock + (self.podgc_phase - self.clock) % PODGC_PERIOD
+                self.orphans_due[name] = first_pass + QUARANTINE + self.env.choice((0.0, PODGC_PERIOD))
         for pod in self.store.items("pods", NAMESPACE):
             node_name = str((pod.get("spec") or {}).get("nodeName") or "")
             if not node_name:
@@ -935,7 +961,7 @@ class World:
                             lambda n=pod_name: self.store.delete(("pods", NAMESPACE, n), "taint-eviction"),
                         )
                     )
-            elif self.clock - self.absent_since.get(node_name, self.clock) >= QUARANTINE:
+            elif self.clock >= self.orphans_due.get(node_name, float("inf")):
                 found.append(Action(f"podgc:{pod_name}", 1.0, lambda n=pod_name: self._podgc_delete(n)))
         return found
 
@@ -984,12 +1010,13 @@ class World:
     def _begin(self, caller: Caller, operation: str) -> None:
         ref = f"{NAMESPACE}/{caller.name}"
         program: Generator[p.Request, p.Response, Any]
+        skew = self.config.clock_skew_seconds
         if operation == "open":
-            program = p.open(self.manifest(caller.name))
+            program = p.open(self.manifest(caller.name), clock_skew_seconds=skew)
         elif operation == "release":
-            program = p.release(ref)
+            program = p.release(ref, clock_skew_seconds=skew)
         else:
-            program = p.hold(ref)
+            program = p.hold(ref, clock_skew_seconds=skew)
         caller.operation = operation
         caller.program = program
         self.note(f"dispatch {operation} {caller.name} starts")
@@ -1046,7 +1073,7 @@ class World:
                 weight = 0.02 if machine.state == "frozen" else 0.002
                 found.append(Action(f"power-off:{name}", weight, lambda m=machine: self._machine(m, "off")))
             node = self.store.get(("nodes", "", name))
-            if node is not None and (machine.state in ("off", "on")):
+            if node is not None and (machine.state == "off" or (machine.state == "on" and self._all_seen_on(name))):
                 found.append(
                     Action(
                         f"delete-node:{name}",
@@ -1066,6 +1093,17 @@ class World:
             if proc.record.running and proc.stop_at is None and self.machines[proc.node].state == "on":
                 found.append(Action(f"fail:{proc.record.pod}", 0.01, lambda proc=proc: self._fail(proc)))
         return found
+
+    def _all_seen_on(self, node_name: str) -> bool:
+        """Every pod bound to this node that may run was listed bound by a dispatch writer's check: only then may
+        a person delete the Node of a machine that runs (finding 4). PodGC then force-deletes the pods that remain
+        there (it writes `Failed` first, so the pod fence lets it through), and a pod no check had listed bound
+        vanishes unseen: outside the promise, fence or not (docs/reliability.md, "What stays outside")."""
+        for pod in self.store.items("pods", NAMESPACE):
+            on_it = (pod.get("spec") or {}).get("nodeName") == node_name and not _terminal(pod)
+            if on_it and str(pod["metadata"]["uid"]) not in self.seen_by_dispatch:
+                return False
+        return True
 
     def _stuck(self, pod: Mapping[str, Any], name: str) -> bool:
         """The pod a person force-deletes (the model's `force_delete_stuck`): one of the held TrainJob's, stuck
