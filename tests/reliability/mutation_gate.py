@@ -408,7 +408,9 @@ def materialise(mutant: Mutant | None, into: Path, source: Path = ROOT) -> Path:
     unless `mutant` is None); returns the directory to put first on PYTHONPATH."""
     target = into / PACKAGE
     shutil.copytree(source / PACKAGE, target, ignore=shutil.ignore_patterns("__pycache__"))
-    shutil.copytree(source / LAB, into / LAB.name, ignore=shutil.ignore_patterns("__pycache__"))
+    # a checkout keeps the lab's package under lab/; a copy made here (the gate's snapshot) beside the provider's
+    lab = source / LAB if (source / LAB).is_dir() else source / LAB.name
+    shutil.copytree(lab, into / LAB.name, ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copytree(source / "tests", into / "tests", ignore=shutil.ignore_patterns("__pycache__", "mutation-gate*"))
     if mutant is not None:
         (target / mutant.file).write_text(check(mutant, source))

@@ -9,7 +9,16 @@ from pathlib import Path
 
 import pytest
 
-from .mutation_gate import MUTANTS, Mutant, SnippetError, check, invariant_of, materialise, weights_of
+from .mutation_gate import (
+    MUTANTS,
+    Mutant,
+    SnippetError,
+    check,
+    invariant_of,
+    materialise,
+    snapshot,
+    weights_of,
+)
 
 
 @pytest.mark.parametrize("mutant", MUTANTS, ids=[m.name for m in MUTANTS])
@@ -29,6 +38,17 @@ def test_a_snippet_that_is_not_found_once_is_refused() -> None:
 def test_names_are_unique() -> None:
     names = [m.name for m in MUTANTS]
     assert len(names) == len(set(names))
+
+
+def test_a_mutant_made_from_the_gates_snapshot_has_the_lab_and_the_mutation(tmp_path: Path) -> None:
+    """The gate makes every copy from one snapshot of the checkout (`snapshot`), whose lab package sits beside the
+    provider's rather than under lab/: a copy of that copy must find it (the gate failed at its baseline when
+    it did not)."""
+    frozen = snapshot(tmp_path / "frozen")
+    mutant = next(m for m in MUTANTS if m.name == "cessation-taint")
+    root = materialise(mutant, tmp_path / "copy", frozen)
+    assert (root / "airflow_provider_dispatch_lab" / "__init__.py").is_file()
+    assert mutant.replacement in (root / "airflow_provider_dispatch" / mutant.file).read_text()
 
 
 def test_a_mutant_is_applied_to_a_copy_only(tmp_path: Path) -> None:
