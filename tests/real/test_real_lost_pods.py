@@ -240,9 +240,10 @@ async def test_case_3_a_namesake_waits_for_the_job_its_predecessor_left(
 async def test_finding_4_a_node_deleted_while_its_machine_runs(steps: RealSteps, writer: Either) -> None:
     """The process takes 100 s to stop after SIGTERM (grace 100 s); the hold deletes its pod, and a person
     deletes the Node of the machine, which runs on. The real PodGC force-deletes the orphaned pod after its 40 s
-    quarantine (and up to 20 s more for its loop), while the machine still stops the process. release refuses:
-    the Node's deletion is proof only the grace plus 60 s and the skew bound after a release first found it
-    gone. (Before issue 26 it admitted as soon as PodGC had deleted the pod.)"""
+    quarantine (and up to 40 s more: a pass every 20 s starts the quarantine and another ends it), while the
+    machine still stops the process. release refuses: the Node's deletion is proof only the grace plus 60 s and
+    the skew bound after a release first found it gone with no pod left on it. (Before issue 26 it admitted as
+    soon as PodGC had deleted the pod.)"""
     name = "deleted-node"
     ref = f"{steps.namespace}/{name}"
     pod, uid, node = await _running(steps, writer, name, termination=100.0, grace=100)

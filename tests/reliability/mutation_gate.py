@@ -285,8 +285,8 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "namesake-waits-predecessor-jobs",
         "dispatch/evidence.py",
-        "if evidence.predecessors:",
-        "if False:",
+        "found.append(f\"Job {name_of(job)} (controller {parent or 'none'}{suffix})\")",
+        "pass",
         "a namesake waits for every Job its deleted predecessor left (issue 26, case 3)",
     ),
     Mutant(

@@ -57,7 +57,8 @@ def config_for(seed: int) -> Config:
     """Each seed draws a small world: nodes, TrainJobs, pods per TrainJob, the pods' grace period, how long a
     process takes to stop after SIGTERM (above the grace: it ignores SIGTERM and is killed at the grace), and the
     API server replicas' clock skew (2.5: two replicas differ by up to 5 s, the rule's default bound; 22.5: by up
-    to 45 s, with dispatch configured for it, `Config.clock_skew_seconds`)."""
+    to 45 s, with dispatch configured for it, `Config.clock_skew_seconds`), and how late a kubelet may act on a
+    pod change (2 s, or a lagging watch: 20 or 55 s, within the 60 s the rule's margin allows)."""
     import random
 
     rng = random.Random(seed * 7919 + 1)
@@ -68,6 +69,7 @@ def config_for(seed: int) -> Config:
         termination_seconds=rng.choice((1.0, 5.0, 20.0, 3600.0)),
         skew=rng.choice((0.0, 1.0, 2.5, 22.5)),
         grace_seconds=rng.choice((30, 30, 120, 300)),
+        kubelet_lag=rng.choice((2.0, 2.0, 20.0, 55.0)),
     )
 
 

@@ -37,7 +37,9 @@ upstream source and version; only what dispatch's rule reads and what makes proc
   version), so a slow binding may land after a hold's record.
 - The kubelet (`nodes/kubelet.py`, kubernetes v1.36.3): on a machine that is on, starts one process for a pod
   bound to its node (the truth: the process runs from that step, whatever the API shows), reports Running; on a
-  deletionTimestamp sends SIGTERM, the process stopping after its termination time or the grace (at least 2 s);
+  deletionTimestamp sends SIGTERM, the process stopping after its termination time or the grace (at least 2 s;
+  each world draws both: `Config`); it acts on a pod change within its world's `kubelet_lag` (a watch that
+  relists late), and sends a due heartbeat within 2 s;
   writes the terminal phase, then deletes with grace 0; kills a process whose pod vanished from the API
   (`HandlePodRemoves`); heartbeats Ready every 10 s (`nodeStatusUpdateFrequency`). A frozen machine (frozen or
   cut off: the same here) keeps its processes running and reports nothing; a powered-off machine's processes
@@ -55,8 +57,8 @@ upstream source and version; only what dispatch's rule reads and what makes proc
 - People: force-delete (grace 0) a pod of a TrainJob dispatch has held (a pod no hold has seen is outside the
   promise, docs/reliability.md); delete a running TrainJob without a hold and open a namesake; freeze or power off
   a machine; taint out-of-service or `kubectl delete node` a machine that is off (precondition P), or delete the
-  Node of a machine that runs and hears the API (issue 26, finding 4); fail a process; ask for a hold or a
-  release.
+  Node of a machine that runs and hears the API (issue 26, finding 4) once every pod there that may run was
+  listed bound by a writer's check (`_all_seen_on`); fail a process; ask for a hold or a release.
 - dispatch callers: the real `hold`, `release` and `open` programs, one request per step.
 
 The ground truth is the lab's own (`lab/airflow_provider_dispatch_lab/truth/overlap.py`): an `OverlapRecorder` with
@@ -208,6 +210,10 @@ class Config:
     grace_seconds: int = GRACE_SECONDS
     """The runtime's `terminationGracePeriodSeconds`: the kubelet's SIGKILL after SIGTERM, and what the rule reads
     from each pod (`grace_of`) to time its node proofs."""
+    kubelet_lag: float = KUBELET_REACTION
+    """How late a kubelet that runs and hears the API may act on a pod change: its watch is a reflector, which
+    after a dropped watch relists with a back-off of 0.8 s doubling to 30 s, jittered up to 60 s
+    (`client-go/tools/cache/reflector.go`), the lag `RETURN_MARGIN_SECONDS` (60 s) is sized for."""
     skew: float = 2.0
     """Each API server replica's clock offset is drawn within +-skew (so two differ by at most 2 x skew)."""
 
@@ -443,11 +449,18 @@ class World:
         found += self._trainer() + self._jobset() + self._job_controller() + self._scheduler()
         found += self._kubelets() + self._node_lifecycle() + self._podgc() + self._gc()
         found += self._callers() + self._people()
-        # a kubelet that runs and hears the API acts within KUBELET_REACTION of a change, and heartbeats: time
+        # a kubelet that runs and hears the API acts within its world's `kubelet_lag` of a pod change, and sends a
+        # due heartbeat within KUBELET_REACTION: time
         # does not pass beyond that while it has not (the other controllers may be slow: that is the fault model)
         urgent = [a.label for a in found if a.label.startswith(URGENT)]
         self.urgent_since = {label: self.urgent_since.get(label, self.clock) for label in urgent}
-        deadline = min((at + KUBELET_REACTION for at in self.urgent_since.values()), default=None)
+        deadline = min(
+            (
+                at + (KUBELET_REACTION if label.endswith(":heartbeat") else self.config.kubelet_lag)
+                for label, at in self.urgent_since.items()
+            ),
+            default=None,
+        )
         if deadline is None or deadline > self.clock:
             cap = None if deadline is None else deadline - self.clock
             for seconds, weight in TICKS:
