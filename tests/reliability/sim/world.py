@@ -342,6 +342,7 @@ class World:
             uid = str(event.obj["metadata"]["uid"])
             if event.type == "ADDED":
                 self.created_at[uid] = event.revision
+                self._check_admission_label(event.obj)
             if (event.obj.get("spec") or {}).get("nodeName") and not ((event.old or {}).get("spec") or {}).get(
                 "nodeName"
             ):
@@ -368,6 +369,24 @@ class World:
                 )
             self.admitted[uid] = expected
             self.note(f"ADMITTED {event.key[2]} A={text}")
+
+    def _check_admission_label(self, pod: Mapping[str, Any]) -> None:
+        """A pod of the current TrainJob of its name (its submission label) is created with the A of that
+        TrainJob's last admission: one created later from an earlier execution's template (a write in flight
+        across a settle that ended too early, finding 5) runs as the wrong execution's rank (the live model's
+        `invariants.label_mismatches`, judged when the pod is created)."""
+        labels = _meta(pod).get("labels") or {}
+        name = labels.get(v.LABEL_JOBSET_NAME)
+        if name not in self.submission or labels.get(v.LABEL_SUBMISSION) != str(self.submission[name]):
+            return
+        trainjob = self.store.get(("trainjobs", NAMESPACE, name))
+        admitted = self.admitted.get(str(trainjob["metadata"]["uid"]), 0) if trainjob is not None else 0
+        label = labels.get(v.POD_LABEL_ADMISSION)
+        if admitted and label != str(admitted):
+            self.violations.append(
+                f"{_meta(pod).get('name')}: label A={label!r} but created under admission A={admitted} "
+                f"at t={self.clock:.1f}s"
+            )
 
     def note(self, text: str) -> None:
         self.story.append(f"t={self.clock:7.1f}s  {text}")
