@@ -6,10 +6,12 @@ server on loopback does not do by itself (tests/real/test_real_lost_pods.py, cas
   forwards every request to the real kube-apiserver unchanged (TLS verified with the cluster's CA; the caller's
   bearer token passes through, so the API server authenticates and authorizes the caller, not the proxy) and
   returns its answer unchanged, except that the answer to `GET /version` carries a `Date` header `ahead` seconds
-  after the API server's own. That header is what dispatch reads as the API server's time (`transport.py`
-  `server_time`, the `ServerTime` request is `GET /version`); a replica writes its own clock there (Go's
-  `net/http` `Server` sets `Date` on every response), so only that header moves, as the lab's
-  `CLOCK_OFFSET_KEY` moves it (`lab.apiserver.server`).
+  after the API server's own. A replica writes its own clock into `Date` (Go's `net/http` `Server` sets it on
+  every response), and that header of `GET /version` is the one dispatch reads as the API server's time
+  (`transport.py` `server_time`; the `ServerTime` request is `GET /version`), so it is the one moved, as the
+  lab's `CLOCK_OFFSET_KEY` is set for `/version` only (tests/reliability/test_lost_pods.py `_fast_replica`).
+  Every write still lands on the one kube-apiserver, so the times it writes into objects (`managedFields`,
+  conditions) stay its own: the fast replica answers the release's clock reading, not the hold's record.
 * `HeldCreations`: a validating admission webhook that holds its answer until the test lets it go. A write whose
   admission waits on a webhook is a request in flight in the API server: the real API server calls it for up to
   the webhook's `timeoutSeconds` (at most 30 s, `admissionregistration.k8s.io/v1`), then fails the request under
@@ -46,6 +48,8 @@ from airflow_provider_dispatch_lab.real.processes import wait_for
 
 T = TypeVar("T")
 Obj = dict[str, Any]
+TIMEOUT_SECONDS = 30
+"""The webhook's `timeoutSeconds`: the most `admissionregistration.k8s.io/v1` allows (1 to 30, default 10)."""
 
 HOP_BY_HOP = frozenset(
     {
@@ -200,6 +204,7 @@ class HeldCreations:
         self.held: list[Obj] = []
         """The admission requests it held (or holds), in arrival order."""
         self.dry_runs = 0
+        self._arrived: list[float] = []
         self._lock = threading.Lock()
         self._thread = LoopThread("held-creations")
         self._released: asyncio.Event | None = None
@@ -234,14 +239,18 @@ class HeldCreations:
 
         self._thread.run(hold)
 
-    def let_go(self) -> None:
-        """Every held request is answered (allowed), and those that come later are answered at once."""
+    def let_go(self) -> float:
+        """Every held request is answered (allowed), and those that come later are answered at once. Returns how
+        long the oldest of them was held: past the configuration's 30 s, the API server had already failed it."""
 
-        async def release() -> None:
+        async def release() -> float:
             assert self._released is not None
             self._released.set()
+            now = self._thread.loop.time()
+            with self._lock:
+                return max((now - since for since in self._arrived), default=0.0)
 
-        self._thread.run(release)
+        return self._thread.run(release)
 
     async def _start(self) -> int:
         self._released = asyncio.Event()
@@ -266,7 +275,10 @@ class HeldCreations:
         elif not self._released.is_set():
             with self._lock:
                 self.held.append(asked)
+                self._arrived.append(asyncio.get_running_loop().time())
             await self._released.wait()
+            with self._lock:
+                self._arrived.clear()
         answer = {"uid": asked["uid"], "allowed": True}
         return web.json_response({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "response": answer})
 
@@ -299,7 +311,7 @@ class HeldCreations:
                     "failurePolicy": "Fail",
                     "sideEffects": "None",
                     "admissionReviewVersions": ["v1"],
-                    "timeoutSeconds": 30,
+                    "timeoutSeconds": TIMEOUT_SECONDS,
                 }
             ],
         }
@@ -341,4 +353,4 @@ class HeldCreations:
         kubernetes.client.AdmissionregistrationV1Api(admin).delete_validating_webhook_configuration(name)
 
 
-__all__ = ["ClockAheadReplica", "HeldCreations", "LoopThread", "later_date"]
+__all__ = ["TIMEOUT_SECONDS", "ClockAheadReplica", "HeldCreations", "LoopThread", "later_date"]

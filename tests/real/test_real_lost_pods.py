@@ -1,21 +1,29 @@
 """Issue 26 on the real control plane (the lab versions: tests/reliability/test_lost_pods.py): the pod fence on the
-real kube-apiserver, case 1 with the real Job controller, case 3 with real garbage collection, and finding 4 with
-the real PodGC, with the overlap recorder as the judge.
+real kube-apiserver, case 1 and case 2 with the real Job controller, case 3 with real garbage collection, finding 4
+with the real PodGC, and finding 5 with a second API server replica's clock, with the overlap recorder as the
+judge.
 
 What the real tier stages differently, and why:
 
 * case 1's slow binding is a pod the scheduler cannot place (its node cordoned) made placeable later, and the
   Job controller's deletion comes late because kube-controller-manager is paused (SIGSTOP) across the hold;
-* case 2 (a creation in flight across the hold) is not staged here: the real API server cannot hold a request,
-  and pausing the Job controller alone before the hold only delays its next sync, which then sees the suspension
-  and creates nothing; it would take JobSet paused as well (its resume landed, its suspension not), whose
-  webhooks Trainer's applies go through. The lab stages it with a held creation (`lab.apiserver.delays`). To the
-  rule it is case 1's: a pod the record does not name under its node, listed by the refused release, kept, and
-  fenced at the API server;
+* case 2's creation in flight across the hold is held by an admission webhook of the test's own, not inside the
+  API server (the real one cannot hold a request; the lab's does, `lab.apiserver.delays`): a validating webhook
+  on loopback (interposed.py `HeldCreations`) for the pod creations of kube-controller-manager's user in the
+  test's namespace, which the real API server waits on for up to the webhook's `timeoutSeconds` (30 s, the most
+  it allows), so the creation is let go well within that. It is the creation of execution 1's pod, held from the
+  open across the hold (the lab's is execution 2's, after a release: the same rule, one settle fewer), and the
+  Job controller's deletion comes late because kube-controller-manager is paused across the hold, as in case 1;
+* cases 1 and 2 run without the pod fence (the lab runs each with and without it): the fence has a test of its
+  own here, and without it the record alone must keep the pod blocking;
 * case 3's exact window (Trainer reporting the namesake Suspended before its JobSet exists, while the
   predecessor's Job lives) needs Trainer's apply to fail twice: staged here is the same wait with an orphaned Job
   (the predecessor's JobSet deleted with `propagationPolicy: Orphan`);
-* finding 5 (two API server replicas whose clocks differ) needs two replicas: the real tier runs one.
+* finding 5's second replica is a reverse proxy on loopback in front of the one kube-apiserver (interposed.py
+  `ClockAheadReplica`) that forwards everything unchanged except the `Date` of its answers to `GET /version`
+  (what dispatch reads as the API server's time), `AHEAD` = 8 s later; the hold goes to the API server, the
+  release through the proxy. The lab's replica runs 45 s ahead of the 90 s settle; here 8 s of the tier's 12 s
+  (`steps.SETTLE`), so that by the fast clock the settle passes while a creation held as in case 2 is in flight.
 """
 
 from __future__ import annotations
@@ -41,7 +49,7 @@ from airflow_provider_dispatch_lab.real import RealCluster
 from airflow_provider_dispatch_lab.real.cluster import component_user
 from airflow_provider_dispatch_lab.scenario.pod_fence import install_pod_fence, remove_pod_fence
 
-from .interposed import ClockAheadReplica, HeldCreations
+from .interposed import TIMEOUT_SECONDS, ClockAheadReplica, HeldCreations
 from .steps import DRAINED, OBSERVED, SETTLE, SETTLED, TRAINER, Either, RealSteps, make_adapter, pod_selector, until
 
 pytestmark = pytest.mark.slow
@@ -346,7 +354,7 @@ async def test_case_2_a_pod_created_after_the_record_is_kept_under_its_node(
         assert await until("hold", lambda: writer.call("hold", ref)) == Execution(name, "1", 1)
         record = json.loads(steps.trainjob(name)["metadata"]["annotations"][v.ANNOTATION_EXECUTION_PODS])
         assert (record["admission"], record["nodes"], record.get("unscheduled", [])) == (1, {}, [])
-        held_creations.let_go()
+        assert held_creations.let_go() < TIMEOUT_SECONDS, "the API server gave up on the held creation first"
         (created,) = steps.running_pods(name, 1, admission=1)
         pod, uid, node = created.metadata.name, created.metadata.uid, created.spec.node_name
         steps.set_state(node, "lost")
@@ -417,7 +425,7 @@ async def test_finding_5_a_replica_whose_clock_runs_ahead_does_not_end_the_settl
             assert replica.version_answers > 0
 
             watched = _watch_from(steps, name)
-            held_creations.let_go()
+            assert held_creations.let_go() < TIMEOUT_SECONDS, "the API server gave up on the held creation first"
             landed = _created_since(steps, name, watched)
             assert landed.metadata.labels[v.POD_LABEL_ADMISSION] == "1"
             admitted = await until("release", lambda: bounded.call("release", ref), retry=DRAINED, within=SETTLE + 60)
