@@ -2,7 +2,8 @@
 
 Real time runs at speed 1 here, so the scenarios keep it short without faking any of it: a 5 s grace period, a
 process that ends 1 s after SIGTERM, the adapters' `settle_seconds` at `SETTLE` (the lab and production use 90 s)
-and `clock_skew_seconds` at 0 (one API server: production allows 5 s), and the cluster's node monitor grace of
+and `clock_skew_seconds` at 0 (one API server: production allows 5 s; issue 26's finding 5 stages a second
+replica's clock, interposed.py, and sets it to that replica's lead), and the cluster's node monitor grace of
 20 s (docs/fidelity.md). The kubelets, the node lifecycle, taint eviction, PodGC, the Job, JobSet, Trainer and
 Kueue controllers are the real ones; the nodes' machines are hollow (lab/real/machine.py).
 

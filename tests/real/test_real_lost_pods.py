@@ -1,30 +1,40 @@
 """Issue 26 on the real control plane (the lab versions: tests/reliability/test_lost_pods.py): the pod fence on the
-real kube-apiserver, case 1 with the real Job controller, case 3 with real garbage collection, and finding 4 with
-the real PodGC, with the overlap recorder as the judge.
+real kube-apiserver, case 1 and case 2 with the real Job controller, case 3 with real garbage collection, finding 4
+with the real PodGC, and finding 5 with a second API server replica's clock, with the overlap recorder as the
+judge.
 
 What the real tier stages differently, and why:
 
 * case 1's slow binding is a pod the scheduler cannot place (its node cordoned) made placeable later, and the
   Job controller's deletion comes late because kube-controller-manager is paused (SIGSTOP) across the hold;
-* case 2 (a creation in flight across the hold) is not staged here: the real API server cannot hold a request,
-  and pausing the Job controller alone before the hold only delays its next sync, which then sees the suspension
-  and creates nothing; it would take JobSet paused as well (its resume landed, its suspension not), whose
-  webhooks Trainer's applies go through. The lab stages it with a held creation (`lab.apiserver.delays`). To the
-  rule it is case 1's: a pod the record does not name under its node, listed by the refused release, kept, and
-  fenced at the API server;
+* case 2's creation in flight across the hold is held by an admission webhook of the test's own, not inside the
+  API server (the real one cannot hold a request; the lab's does, `lab.apiserver.delays`): a validating webhook
+  on loopback (interposed.py `HeldCreations`) for the pod creations of kube-controller-manager's user in the
+  test's namespace, which the real API server waits on for up to the webhook's `timeoutSeconds` (30 s, the most
+  it allows), so the creation is let go well within that. It is the creation of execution 1's pod, held from the
+  open across the hold (the lab's is execution 2's, after a release: the same rule, one settle fewer), and the
+  Job controller's deletion comes late because kube-controller-manager is paused across the hold, as in case 1;
+* cases 1 and 2 run without the pod fence (the lab runs each with and without it): the fence has a test of its
+  own here, and without it the record alone must keep the pod blocking;
 * case 3's exact window (Trainer reporting the namesake Suspended before its JobSet exists, while the
   predecessor's Job lives) needs Trainer's apply to fail twice: staged here is the same wait with an orphaned Job
   (the predecessor's JobSet deleted with `propagationPolicy: Orphan`);
-* finding 5 (two API server replicas whose clocks differ) needs two replicas: the real tier runs one.
+* finding 5's second replica is a reverse proxy on loopback in front of the one kube-apiserver (interposed.py
+  `ClockAheadReplica`) that forwards everything unchanged except the `Date` of its answers to `GET /version`
+  (what dispatch reads as the API server's time), `AHEAD` = 8 s later; the hold goes to the API server, the
+  release through the proxy. The lab's replica runs 45 s ahead of the 90 s settle; here 8 s of the tier's 12 s
+  (`steps.SETTLE`), so that by the fast clock the settle passes while a creation held as in case 2 is in flight.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
 from collections.abc import AsyncIterator, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import kubernetes
@@ -32,13 +42,15 @@ import pytest
 from kubernetes.client import ApiException
 
 from airflow_provider_dispatch.dispatch import vocabulary as v
-from airflow_provider_dispatch.dispatch.assessment import Execution
-from airflow_provider_dispatch.dispatch.errors import PodsRemainError, SuspensionNotObservedError
+from airflow_provider_dispatch.dispatch.assessment import Execution, Status
+from airflow_provider_dispatch.dispatch.errors import HoldSettlingError, PodsRemainError, SuspensionNotObservedError
 from airflow_provider_dispatch.dispatch.fence import POLICY_NAME
 from airflow_provider_dispatch_lab.real import RealCluster
+from airflow_provider_dispatch_lab.real.cluster import component_user
 from airflow_provider_dispatch_lab.scenario.pod_fence import install_pod_fence, remove_pod_fence
 
-from .steps import DRAINED, OBSERVED, SETTLED, TRAINER, Either, RealSteps, make_adapter, until
+from .interposed import TIMEOUT_SECONDS, ClockAheadReplica, HeldCreations
+from .steps import DRAINED, OBSERVED, SETTLE, SETTLED, TRAINER, Either, RealSteps, make_adapter, pod_selector, until
 
 pytestmark = pytest.mark.slow
 UNSCHEDULABLE = "node.kubernetes.io/unschedulable"
@@ -62,6 +74,23 @@ def fenced(real_admin: kubernetes.client.ApiClient) -> Iterator[None]:
         remove_pod_fence(real_admin)
 
 
+@pytest.fixture
+def held_creations(
+    real_cluster: RealCluster, real_admin: kubernetes.client.ApiClient, steps: RealSteps, tmp_path: Path
+) -> Iterator[HeldCreations]:
+    """A webhook that the real API server calls for each pod creation of the Job controller in the test's
+    namespace (interposed.py; kube-controller-manager runs with `--use-service-account-credentials=false`, so
+    its controllers act as its own user, and the Job controller is the one of them that creates pods), allowing
+    each at once until the test says `hold()`. Its registration is removed after (JobSet's, Trainer's and
+    Kueue's webhooks stay as they are), before its server stops."""
+    with HeldCreations(tmp_path / "webhook-pki") as webhook:
+        name = webhook.install(real_cluster, real_admin, steps.namespace, component_user("kube-controller-manager"))
+        try:
+            yield webhook
+        finally:
+            HeldCreations.uninstall(real_admin, name)
+
+
 @contextmanager
 def paused(cluster: RealCluster, program: str) -> Iterator[None]:
     """The program's process stopped (SIGSTOP) until the block ends: its controllers act on nothing meanwhile."""
@@ -79,6 +108,49 @@ async def _running(steps: RealSteps, writer: Either, name: str, **runtime: Any) 
     assert await until("open", lambda: writer.call("open", body)) == Execution(name, "1", 1)
     (pod,) = steps.running_pods(name, 1, admission=1)
     return pod.metadata.name, pod.metadata.uid, pod.spec.node_name
+
+
+async def _opened_with_its_creation_held(
+    steps: RealSteps, writer: Either, webhook: HeldCreations, name: str
+) -> dict[str, Any]:
+    """The TrainJob opened (execution 1) while the webhook holds the Job controller's creations: returns the
+    admission request of its pod's creation, held in the API server, a pod of admission 1."""
+    steps.node("a")
+    webhook.hold()
+    body = steps.manifest(name, steps.runtime())
+    assert await until("open", lambda: writer.call("open", body)) == Execution(name, "1", 1)
+    (creation, *more) = steps.wait(
+        "the Job controller's pod creation held at the webhook", lambda: webhook.requests() or None
+    )
+    assert more == [], more
+    labels = creation["object"]["metadata"]["labels"]
+    assert (labels[v.LABEL_JOBSET_NAME], labels[v.POD_LABEL_ADMISSION]) == (name, "1")
+    assert steps.pods(name) == []
+    return creation
+
+
+def _watch_from(steps: RealSteps, trainjob: str) -> str:
+    """The resourceVersion to watch the TrainJob's pods from: what a list of them now saw."""
+    return str(
+        steps.core.list_namespaced_pod(steps.namespace, label_selector=pod_selector(trainjob)).metadata.resource_version
+    )
+
+
+def _created_since(steps: RealSteps, trainjob: str, resource_version: str, timeout: int = 30) -> Any:
+    """The first pod of the TrainJob created after `resource_version`, from a watch (it may be deleted the moment
+    after, before a list would see it)."""
+    watch = kubernetes.watch.Watch()
+    for event in watch.stream(
+        steps.core.list_namespaced_pod,
+        steps.namespace,
+        label_selector=pod_selector(trainjob),
+        resource_version=resource_version,
+        timeout_seconds=timeout,
+    ):
+        if event["type"] == "ADDED":
+            watch.stop()
+            return event["object"]
+    raise AssertionError(f"no pod of {trainjob} was created within {timeout} s")
 
 
 def _pod_exists(steps: RealSteps, pod: str) -> bool:
@@ -263,4 +335,103 @@ async def test_finding_4_a_node_deleted_while_its_machine_runs(steps: RealSteps,
     admitted = await until("release", lambda: writer.call("release", ref), retry=DRAINED, within=240)
     assert admitted == Execution(name, "1", 2)
     assert not steps.process_runs(uid)
+    assert steps.overlaps(name) == []
+
+
+async def test_case_2_a_pod_created_after_the_record_is_kept_under_its_node(
+    real_cluster: RealCluster, steps: RealSteps, writer: Either, held_creations: HeldCreations
+) -> None:
+    """The Job controller's creation of execution 1's pod is held at an admission webhook in the real API server
+    when dispatch holds the TrainJob, so the hold's record names no pod; kube-controller-manager is paused across
+    the hold, so the Job controller deletes nothing yet. The creation is let go: the pod is created, the real
+    scheduler binds it, the machine runs it, and is then lost. The Job controller's graceful deletion comes after;
+    the release that is refused lists the pod on its node and keeps it so in the record (`fencing.grown`). A
+    person force-deletes it (no fence here): release still refuses, by the record, until the node is fenced."""
+    name = "in-flight"
+    ref = f"{steps.namespace}/{name}"
+    await _opened_with_its_creation_held(steps, writer, held_creations, name)
+    with paused(real_cluster, "kube-controller-manager"):
+        assert await until("hold", lambda: writer.call("hold", ref)) == Execution(name, "1", 1)
+        record = json.loads(steps.trainjob(name)["metadata"]["annotations"][v.ANNOTATION_EXECUTION_PODS])
+        assert (record["admission"], record["nodes"], record.get("unscheduled", [])) == (1, {}, [])
+        assert held_creations.let_go() < TIMEOUT_SECONDS, "the API server gave up on the held creation first"
+        (created,) = steps.running_pods(name, 1, admission=1)
+        pod, uid, node = created.metadata.name, created.metadata.uid, created.spec.node_name
+        steps.set_state(node, "lost")
+    steps.wait(
+        "the Job controller deletes the pod",
+        lambda: steps.core.read_namespaced_pod(pod, steps.namespace).metadata.deletion_timestamp or None,
+    )
+    steps.wait_ready(node, "Unknown")
+    with pytest.raises(PodsRemainError):
+        await until("release", lambda: writer.call("release", ref), retry=SETTLED)
+    grown = json.loads(steps.trainjob(name)["metadata"]["annotations"][v.ANNOTATION_EXECUTION_PODS])
+    assert grown["nodes"] == {node: [pod]}
+
+    steps.core.delete_namespaced_pod(pod, steps.namespace, grace_period_seconds=0)  # kubectl delete --force
+    steps.wait("the pod object gone", lambda: not _pod_exists(steps, pod) or None)
+    with pytest.raises(PodsRemainError) as blocked:
+        await until("release", lambda: writer.call("release", ref), retry=SETTLED)
+    assert f"{pod} on {node} (Ready=Unknown" in str(blocked.value)
+    assert steps.process_runs(uid)
+    assert steps.overlaps(name) == []
+
+    steps.node("b")
+    steps.fence(node)
+    assert await until("release", lambda: writer.call("release", ref), retry=DRAINED) == Execution(name, "1", 2)
+    steps.running_pods(name, 1, admission=2)
+    assert steps.overlaps(name) == []
+
+
+def _settled(status: Status) -> bool:
+    """What a release needs of the hold: observed and settled, and no pod left."""
+    return status.hold_observed and status.drained
+
+
+AHEAD = 8.0
+"""How far the second replica's clock runs ahead: less than `SETTLE`, so that by its clock the settle passes
+while, by the API server's, a creation held since before the hold is still in flight."""
+
+
+async def test_finding_5_a_replica_whose_clock_runs_ahead_does_not_end_the_settle_early(
+    real_cluster: RealCluster, steps: RealSteps, writer: Either, held_creations: HeldCreations
+) -> None:
+    """The Job controller's creation of execution 1's pod is held at an admission webhook across the hold. The
+    release reaches the API server through a second replica whose clock runs `AHEAD` s ahead (interposed.py):
+    by that clock the settle has passed while the creation is still in flight, and an adapter without the bound
+    (`clock_skew_seconds` 0) reads the hold as observed, nothing remaining: its release would admit execution 2
+    beside a creation of execution 1. With the bound (`clock_skew_seconds` = `AHEAD`), release is refused
+    (HoldSettlingError); the creation lands under the held execution and is deleted by the Job controller; the
+    release admits once the settle has passed by the API server's clock, and only execution 2's pod runs."""
+    name = "clock-ahead"
+    ref = f"{steps.namespace}/{name}"
+    await _opened_with_its_creation_held(steps, writer, held_creations, name)
+    assert await until("hold", lambda: writer.call("hold", ref)) == Execution(name, "1", 1)
+    with ClockAheadReplica(real_cluster, AHEAD) as replica:
+        kubeconfig = replica.kubeconfig("writer", steps.namespace)
+        bounded = await make_adapter("async", kubeconfig, clock_skew_seconds=AHEAD)
+        unbounded = await make_adapter("async", kubeconfig, clock_skew_seconds=0.0)
+        try:
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + SETTLE + 30
+            while not _settled(await unbounded.call("inspect", ref)):
+                assert loop.time() < deadline, "the hold never settled by the fast clock without the bound"
+                await asyncio.sleep(0.3)  # a poll interval: the next inspect reads the cluster again
+            with pytest.raises(HoldSettlingError) as refused:
+                await bounded.call("release", ref)
+            assert held_creations.requests(), "the creation was not in flight"
+            assert steps.pods(name) == []
+            assert f"plus {AHEAD:g} s for the API servers' clocks" in str(refused.value)
+            assert replica.version_answers > 0
+
+            watched = _watch_from(steps, name)
+            assert held_creations.let_go() < TIMEOUT_SECONDS, "the API server gave up on the held creation first"
+            landed = _created_since(steps, name, watched)
+            assert landed.metadata.labels[v.POD_LABEL_ADMISSION] == "1"
+            admitted = await until("release", lambda: bounded.call("release", ref), retry=DRAINED, within=SETTLE + 60)
+            assert admitted == Execution(name, "1", 2)
+        finally:
+            await bounded.close()
+            await unbounded.close()
+    steps.running_pods(name, 1, admission=2)
     assert steps.overlaps(name) == []

@@ -129,6 +129,13 @@ class NodeTimings:
     unreachable_toleration_seconds: int = 300
 
 
+def component_user(name: str) -> str:
+    """The user the API server authenticates a control-plane component as (`tokens.csv`): with
+    `--use-service-account-credentials=false`, every controller of kube-controller-manager (the Job controller
+    among them) acts as `component_user("kube-controller-manager")`."""
+    return f"system:dispatch:{name}"
+
+
 def write_kubeconfig(path: Path, server: str, ca_file: Path, token: str, user: str, namespace: str) -> Path:
     """A kubeconfig for the real API server: a bearer token and the path of its CA file (the lab's writer, with
     the cluster named `real`)."""
@@ -332,7 +339,7 @@ class RealCluster:
         tokens = {name: _token() for name in names}
         self._tokens["admin"] = _token()
         lines = [f'{self._tokens["admin"]},{ADMIN_USER},{ADMIN_USER},"system:masters"']
-        lines += [f'{token},system:dispatch:{name},{name},"system:masters"' for name, token in tokens.items()]
+        lines += [f'{token},{component_user(name)},{name},"system:masters"' for name, token in tokens.items()]
         path = self.workdir / "tokens.csv"
         path.write_text("\n".join(lines) + "\n")
         path.chmod(0o600)
