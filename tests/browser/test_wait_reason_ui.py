@@ -257,10 +257,16 @@ def test_the_deferred_sensor_shows_what_to_do_first_whole_in_the_ui(
         run = airflow_stack.wait_run_finished(DAG_ID, run_id, FINISH_BOUND, progress)
         assert run["state"] == "success", progress()
         outcome = rest.xcom(DAG_ID, run_id, SENSOR)
-        assert outcome["outcome"] == "ceased"
-        assert sorted(entry["pod"] for entry in outcome["remaining"]) == stuck
-        assert all(entry["node"] == node for entry in outcome["remaining"])
-        assert all("out-of-service" in str(entry["node_state"]) for entry in outcome["remaining"])
+        # the taint proves the machine's end, and PodGC then removes its Terminating pods at its next pass (every
+        # 20 s of lab time): a check before that pass finds them on a ceased node, one after finds none. Which comes
+        # first is the triggerer's speed against PodGC's (CI failed once, loaded, on "drained"); both prove it.
+        assert outcome["outcome"] in ("ceased", "drained"), outcome
+        if outcome["outcome"] == "ceased":
+            assert sorted(entry["pod"] for entry in outcome["remaining"]) == stuck
+            assert all(entry["node"] == node for entry in outcome["remaining"])
+            assert all("out-of-service" in str(entry["node_state"]) for entry in outcome["remaining"])
+        else:
+            assert outcome["remaining"] == [], outcome
         opened, released = rest.xcom(DAG_ID, run_id, "open"), rest.xcom(DAG_ID, run_id, "release")
         assert int(released["admission"]) == int(opened["admission"]) + 1
         assert released["job_id"] == opened["job_id"]
