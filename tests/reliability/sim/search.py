@@ -56,9 +56,10 @@ class Outcome:
 def config_for(seed: int) -> Config:
     """Each seed draws a small world: nodes, TrainJobs, pods per TrainJob, the pods' grace period, how long a
     process takes to stop after SIGTERM (above the grace: it ignores SIGTERM and is killed at the grace), and the
-    API server replicas' clock skew (2.5: two replicas differ by up to 5 s, the rule's default bound; 22.5: by up
-    to 45 s, with dispatch configured for it, `Config.clock_skew_seconds`), and how late a kubelet may act on a
-    pod change (2 s, or a lagging watch: 20 or 55 s, within the 60 s the rule's margin allows).
+    API server replicas' clock skew (2.5: the two replicas differ by 5 s, the rule's default bound; 22.5: by 45 s,
+    with dispatch configured for it, `Config.clock_skew_seconds`), and how late a kubelet may act on a
+    pod change (2 s, or a lagging watch: 20 or 55 s, within the 60 s the rule's margin allows), and how slowly
+    writes land (one world in three has a slow API server: writes in flight for tens of seconds).
 
     The draws lean towards long graces and processes that ignore SIGTERM: those keep a process running for
     minutes after its pod's deletion, which is where a check that times a proof too early shows (swarm testing:
@@ -74,6 +75,7 @@ def config_for(seed: int) -> Config:
         skew=rng.choice((0.0, 1.0, 2.5, 22.5)),
         grace_seconds=rng.choice((30, 120, 300, 300)),
         kubelet_lag=rng.choice((2.0, 2.0, 20.0, 55.0)),
+        landing=rng.choice((3.0, 3.0, 0.3)),
     )
 
 

@@ -226,7 +226,10 @@ class Config:
     after a dropped watch relists with a back-off of 0.8 s doubling to 30 s, jittered up to 60 s
     (`client-go/tools/cache/reflector.go`), the lag `RETURN_MARGIN_SECONDS` (60 s) is sized for."""
     skew: float = 2.0
-    """Each API server replica's clock offset is drawn within +-skew (so two differ by at most 2 x skew)."""
+    """The two API server replicas' clocks are -skew and +skew off (so they differ by 2 x skew)."""
+    landing: float = 3.0
+    """The weight of landing a write in flight against the other steps: lower is a slow API server (APF queueing,
+    a slow webhook), whose writes stay in flight for tens of seconds, up to the 60 s request timeout."""
 
     @property
     def clock_skew_seconds(self) -> float:
@@ -254,7 +257,8 @@ class World:
         the same labels."""
         self.config = config or Config()
         self.clock = 0.0
-        self.replicas = [self.env.uniform(-self.config.skew, self.config.skew) for _ in range(2)]
+        # the two replicas as far apart as the world's skew allows: the worst case of the bound dispatch assumes
+        self.replicas = [-self.config.skew, self.config.skew]
         self.ledger = AdmissionLedger()
         self.recorder = OverlapRecorder(ledger=self.ledger)
         self.store = Store(now=lambda: self.clock, replica=self._replica, listener=self._observe)
@@ -475,7 +479,7 @@ class World:
     def actions(self) -> list[Action]:
         found: list[Action] = []
         for who in sorted(self.flights):
-            found.append(Action(f"land:{who}", 3.0, lambda who=who: self._land(who)))
+            found.append(Action(f"land:{who}", self.config.landing, lambda who=who: self._land(who)))
         found += self._trainer() + self._jobset() + self._job_controller() + self._scheduler()
         found += self._kubelets() + self._node_lifecycle() + self._podgc() + self._gc()
         found += self._callers() + self._people()
