@@ -157,6 +157,12 @@ class Store:
         """The revision of `resource`'s last write (0: none yet)."""
         return self.versions.get(resource, 0)
 
+    def last_write(self, resources: tuple[str, ...]) -> int:
+        """The revision of the last write of any of `resources`: it changes when one of them is written (each write
+        takes a revision greater than every earlier one), so it can stand for all their versions in a key."""
+        versions = self.versions
+        return max([versions.get(resource, 0) for resource in resources])
+
     def _snapshot(self, resource: str, namespace: str, at: int) -> list[Obj]:
         latest: dict[Key, Obj | None] = {}
         for revision, key, obj in self.history.get(resource, ()):
@@ -200,7 +206,7 @@ class Store:
             self.listener(WatchEvent(self.revision, kind, resource, key, last, old))  # type: ignore[arg-type]
 
     def create(self, resource: str, namespace: str, body: Mapping[str, Any], manager: str) -> Obj | p.ApiFailure:
-        obj = clone(dict(body))
+        obj: Obj = clone(dict(body))
         metadata = obj.setdefault("metadata", {})
         if not metadata.get("name") and metadata.get("generateName"):
             self._names += 1
@@ -232,7 +238,7 @@ class Store:
                 f"Operation cannot be fulfilled on {resource} {key[2]}: the object has been modified; please apply "
                 "your changes to the latest version and try again"
             )
-        obj = clone(dict(body))
+        obj: Obj = clone(dict(body))
         for kept in ("uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "generation"):
             if kept in old["metadata"]:
                 obj["metadata"][kept] = old["metadata"][kept]
@@ -310,7 +316,8 @@ class Store:
             found = self.objects.get((request.coords.plural, request.namespace or "", request.name))
             if found is None:
                 return not_found(f'{request.coords.plural} "{request.name}"')
-            return clone(found)
+            copied: Obj = clone(found)
+            return copied
         if isinstance(request, p.ListObjects):
             return self._list(request)
         if isinstance(request, p.ReplaceObject):

@@ -236,7 +236,7 @@ class Config:
         return max(RULE_DEFAULT_SKEW, 2 * self.skew)
 
 
-@dataclass
+@dataclass(slots=True)
 class Action:
     label: str
     weight: float
@@ -482,7 +482,9 @@ class World:
         failures = tuple((job, tuple(times)) for job, times in self.failures.items())
         found += self._kept(self._job_controller, ("jobs", "pods"), "job:", failures, self.clock if failures else None)
         found += self._kept(self._scheduler, ("nodes", "pods"), "bind:")
-        found += self._kubelets() + self._node_lifecycle() + self._podgc()
+        heartbeats = tuple(machine.heartbeat for machine in self.machines.values())
+        found += self._kubelets() + self._kept(self._node_lifecycle, ("nodes",), "", self.clock, heartbeats)
+        found += self._podgc()
         found += self._kept(self._gc, ("jobsets", "jobs", "pods", MEMBERSHIP), "")
         found += self._callers() + self._people()
         # a kubelet that runs and hears the API acts within its world's `kubelet_lag` of a pod change, and sends a
@@ -499,9 +501,14 @@ class World:
         )
         if deadline is None or deadline > self.clock:
             cap = None if deadline is None else deadline - self.clock
-            for seconds, weight in TICKS:
-                step = seconds if cap is None else min(seconds, cap)
-                found.append(Action(f"tick:{seconds:g}", weight, lambda s=step: self.advance(s)))
+            found += self.memo.get("ticks", cap, lambda: self._ticks(cap))
+        return found
+
+    def _ticks(self, cap: float | None) -> list[Action]:
+        found = []
+        for seconds, weight in TICKS:
+            step = seconds if cap is None else min(seconds, cap)
+            found.append(Action(f"tick:{seconds:g}", weight, lambda s=step: self.advance(s)))
         return found
 
     def _kept(
@@ -510,7 +517,7 @@ class World:
         """A controller's actions, derived again only when what it reads changed: the resources `reads`, its keys
         in flight (`busy`: their prefix) and `extra` (`store.Memo`; a controller kept so reads nothing else)."""
         flying = tuple(sorted(who for who in self.flights if who.startswith(busy))) if busy else ()
-        key = (tuple(self.store.version(resource) for resource in reads), flying, extra)
+        key = (self.store.last_write(reads), flying, extra)
         kept: list[Action] = self.memo.get(derive.__name__, key, derive)
         return kept
 
