@@ -484,7 +484,7 @@ class World:
         found += self._kept(self._scheduler, ("nodes", "pods"), "bind:")
         heartbeats = tuple(machine.heartbeat for machine in self.machines.values())
         found += self._kubelets() + self._kept(self._node_lifecycle, ("nodes",), "", self.clock, heartbeats)
-        found += self._podgc()
+        found += self._kept(self._podgc, ("nodes", "pods"), "", self.clock)  # its absent_since: a no-op on a hit
         found += self._kept(self._gc, ("jobsets", "jobs", "pods", MEMBERSHIP), "")
         found += self._callers() + self._people()
         # a kubelet that runs and hears the API acts within its world's `kubelet_lag` of a pod change, and sends a
