@@ -123,7 +123,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                 *("--first", str(options.first), "--seeds", str(options.seeds), "--steps", str(options.steps)),
             ]
             env = {**os.environ, "PYTHONPATH": str(root)}
-            done = subprocess.run(command, env=env, cwd=tmp, capture_output=True, text=True, check=True)
+            done = subprocess.run(command, env=env, cwd=tmp, capture_output=True, text=True, check=False)
+            if done.returncode:
+                print(done.stderr[-3000:], file=sys.stderr)
+                return 2
             now = json.loads(done.stdout)
     else:
         now = fingerprint(options.first, options.seeds, options.steps)
