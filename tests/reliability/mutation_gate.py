@@ -619,6 +619,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--sim-seeds", type=int, default=2000, help="--judge sim: seeds per mutant before it survives")
     parser.add_argument("--sim-steps", type=int, default=600, help="--judge sim: steps per simulated schedule")
     parser.add_argument(
+        "--sim-jobs",
+        type=int,
+        default=1,
+        help="--judge sim: processes each search runs seeds in (search.py --jobs: the same first violating seed)",
+    )
+    parser.add_argument(
         "--before-fix",
         action="store_true",
         help="--judge sim: add the code before issue 26's fix (dispatch/ at 2809586^1) as a mutant to kill",
@@ -685,6 +691,8 @@ def sim_search(mutant: Mutant | None, options: argparse.Namespace, *, before_fix
             str(options.sim_steps),
             "--json",
             "--no-shrink",
+            "--jobs",
+            str(options.sim_jobs),
         ]
         done = subprocess.run(command, env=env, cwd=tmp, capture_output=True, text=True, check=False)
     lines = [line for line in done.stdout.splitlines() if line.startswith("{")]

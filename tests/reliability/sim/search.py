@@ -1,6 +1,7 @@
 """The search: many seeds of the simulation, stopped at the first violation, shrunk, replayable (issue 26, item 3).
 
     python tests/reliability/sim/search.py --seeds 2000                 # from seed 1, stop at the first violation
+    python tests/reliability/sim/search.py --seeds 2000 --jobs 2        # the same, seeds run by two processes
     python tests/reliability/sim/search.py --seed 17 --story            # one seed, its story
     python tests/reliability/sim/search.py --replay found.json          # the exact replay of a shrunk schedule
     python tests/reliability/sim/search.py --code prefix --seeds 5000   # against the code before issue 26's fix
@@ -12,28 +13,31 @@ quarters, ... then one at a time) and ticks shortened while the schedule still v
 result is printed as a replay (seed + labels, JSON) and as a story (what each controller, person and caller did,
 with the virtual time). `--code prefix` and `--mutant NAME` run in a subprocess whose `airflow_provider_dispatch`
 is a copy of the package: with `dispatch/` as it was before issue 26's fix (`git show 2809586^1:...`), or with
-the mutation gate's mutant applied (`mutation_gate.materialise`, the gate's own mechanism).
+the mutation gate's mutant applied (`mutation_gate.materialise`, the gate's own mechanism). `--jobs N` runs the
+seeds in N processes, chunk by chunk, and takes their results in the seeds' order: the first violating seed (and in
+`--cases` mode each case's first seed and schedule count) is the serial run's.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
 import os
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Generator, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-    from reliability.sim.world import Config, World
+    from reliability.sim.world import Config, World, _semantics
 else:
-    from .world import Config, World
+    from .world import Config, World, _semantics
 
 ROOT = Path(__file__).resolve().parents[3]
 DEFAULT_STEPS = 400
@@ -161,14 +165,60 @@ class Search:
         return self.seeds / self.wall_seconds * 60 if self.wall_seconds else 0.0
 
 
-def search(first: int, count: int, steps: int = DEFAULT_STEPS, *, shrink_it: bool = True) -> Search:
-    started = time.perf_counter()
+#: seeds per task of a parallel search: small enough that the processes stay busy to the end and that little runs
+#: past a failure, large enough that handing out tasks costs nothing beside the schedules
+CHUNK = 8
+
+
+def _failures(task: tuple[int, int, int, bool]) -> list[Outcome]:
+    """In a worker: the failing schedules of seeds `first` to `first + count - 1`, in order (only the first one
+    when `first_only`)."""
+    first, count, steps, first_only = task
+    found = []
     for seed in range(first, first + count):
         outcome = run(seed, steps)
         if outcome.failed:
-            elapsed = time.perf_counter() - started
-            return Search(seed - first + 1, steps, elapsed, outcome, shrink(outcome) if shrink_it else None)
-    return Search(count, steps, time.perf_counter() - started, None)
+            found.append(outcome)
+            if first_only:
+                break
+    return found
+
+
+def failures(
+    first: int, count: int, steps: int, jobs: int = 1, *, first_only: bool = False
+) -> Generator[Outcome, None, None]:
+    """The failing schedules among seeds `first` to `first + count - 1`, in the order of their seeds, whatever
+    `jobs`: with more than one, processes run chunks of seeds (`CHUNK`) and their results are taken in the chunks'
+    order, so the first failure yielded is the lowest failing seed, as in the serial run; a chunk stops at its first
+    failure when `first_only`. Closing the generator stops the workers."""
+    if jobs <= 1:
+        for seed in range(first, first + count):
+            outcome = run(seed, steps)
+            if outcome.failed:
+                yield outcome
+        return
+    _semantics()  # the CRDs' schemas, read once before the fork rather than once per worker
+    methods = multiprocessing.get_all_start_methods()
+    context = multiprocessing.get_context("fork" if "fork" in methods else None)
+    tasks = [
+        (start, min(CHUNK, first + count - start), steps, first_only) for start in range(first, first + count, CHUNK)
+    ]
+    with context.Pool(jobs) as pool:
+        for found in pool.imap(_failures, tasks):
+            yield from found
+
+
+def search(first: int, count: int, steps: int = DEFAULT_STEPS, *, shrink_it: bool = True, jobs: int = 1) -> Search:
+    """Seeds from `first` until the first failing one (the lowest, whatever `jobs`); `Search.seeds` counts the
+    schedules up to it, as the serial search runs them (a parallel one may have run a few more)."""
+    started = time.perf_counter()
+    found = failures(first, count, steps, jobs, first_only=True)
+    outcome = next(found, None)
+    found.close()  # the workers stop before the shrinking starts
+    elapsed = time.perf_counter() - started
+    if outcome is None:
+        return Search(count, steps, elapsed, None)
+    return Search(outcome.seed - first + 1, steps, elapsed, outcome, shrink(outcome) if shrink_it else None)
 
 
 @dataclass
@@ -183,17 +233,17 @@ class Found:
 
 
 def search_cases(
-    first: int, count: int, steps: int, wanted: Sequence[str], shrink_budget: int
+    first: int, count: int, steps: int, wanted: Sequence[str], shrink_budget: int, jobs: int = 1
 ) -> tuple[list[Found], int, float]:
     """Run seeds until a violation of each wanted case was seen (issue 26's cases, `World.classify`): the first
-    seed, schedules run and seconds until each; returns them, the schedules run and the seconds in all."""
+    seed, schedules run and seconds until each; returns them, the schedules run and the seconds in all. The same
+    first seeds and schedule counts whatever `jobs` (the failures come in the seeds' order, `failures`)."""
     started = time.perf_counter()
     shrinking = 0.0
     found: dict[str, Found] = {}
-    ran = 0
-    for seed in range(first, first + count):
-        outcome = run(seed, steps)
-        ran += 1
+    ran = count
+    for outcome in failures(first, count, steps, jobs):
+        seed = outcome.seed
         key = (
             outcome.case.split(" ")[0] + " " + outcome.case.split(" ")[1]
             if outcome.failed and outcome.case.startswith("case")
@@ -211,13 +261,14 @@ def search_cases(
             found[outcome.case] = Found(
                 outcome.case,
                 seed,
-                ran,
+                seed - first + 1,
                 round(elapsed, 2),
                 outcome.violation,
                 {"seed": seed, "config": small.config, "labels": small.labels},
                 small.story,
             )
             if wanted and all(any(f.case.startswith(w) for f in found.values()) for w in wanted):
+                ran = seed - first + 1
                 break
     return list(found.values()), ran, time.perf_counter() - started - shrinking
 
@@ -280,6 +331,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         "seeds until each was found, report time-to-find per case as JSON",
     )
     parser.add_argument("--shrink-budget", type=int, default=400)
+    parser.add_argument(
+        "--jobs",
+        type=int,
+        default=1,
+        help="processes running seeds at once (default 1); the same first failing seed and cases as one",
+    )
     options = parser.parse_args(argv)
     if options.code == "prefix" or options.mutant:
         forwarded = [
@@ -290,7 +347,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return run_elsewhere(options.mutant or "prefix", forwarded)
     if options.cases:
         wanted = [c.strip() for c in options.cases.split(",") if c.strip()]
-        cases, ran, seconds = search_cases(options.seed, options.seeds, options.steps, wanted, options.shrink_budget)
+        cases, ran, seconds = search_cases(
+            options.seed, options.seeds, options.steps, wanted, options.shrink_budget, options.jobs
+        )
         for item in cases:
             print(
                 json.dumps(
@@ -325,7 +384,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"  {line}")
         print(f"violation: {outcome.violation or 'none'}")
         return 1 if outcome.failed else 0
-    result = search(options.seed, options.seeds, options.steps, shrink_it=not options.no_shrink)
+    result = search(options.seed, options.seeds, options.steps, shrink_it=not options.no_shrink, jobs=options.jobs)
     if options.json:
         found = result.shrunk or result.found
         print(

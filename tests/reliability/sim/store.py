@@ -29,8 +29,9 @@ store directly), RBAC, patches (controllers mutate, each write is still one revi
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+import os
+from collections.abc import Callable, Hashable, Mapping
+from dataclasses import dataclass, field, fields, is_dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -41,6 +42,8 @@ Obj = dict[str, Any]
 Key = tuple[str, str, str]
 """(resource plural, namespace or "", name)."""
 
+#: the pseudo-resource of `Store.versions` whose version is that of the last creation or removal of any object
+MEMBERSHIP = "(membership)"
 #: lab seconds of the virtual clock's zero (2027-01-15T08:00:00Z): any fixed instant serves
 EPOCH = 1_800_000_000.0
 TRAINJOBS_EVENT_RESOURCE = "trainjobs.trainer.kubeflow.org"
@@ -92,6 +95,25 @@ def _labels(obj: Mapping[str, Any]) -> Mapping[str, str]:
     return (obj.get("metadata") or {}).get("labels") or {}
 
 
+_ATOMS = frozenset({str, int, float, bool, type(None)})
+
+
+def clone(value: Any) -> Any:
+    """A deep copy of a JSON-shaped value (dicts, lists, strings, numbers, booleans, None), several times faster
+    than `copy.deepcopy`, which the search spent a third of its time in; anything else (a tuple, a set, a
+    subclass) goes to `copy.deepcopy`. It differs from `copy.deepcopy` in one way: a dict or list that occurs twice
+    in `value` is copied twice, not once and shared (an object that crossed the API server as JSON shares nothing
+    either)."""
+    kind = type(value)
+    if kind is dict:
+        return {key: clone(item) for key, item in value.items()}
+    if kind is list:
+        return [clone(item) for item in value]
+    if kind in _ATOMS:
+        return value
+    return copy.deepcopy(value)
+
+
 @dataclass
 class Store:
     """The objects, their history (for pinned lists) and the virtual clock the API server's replicas read."""
@@ -105,6 +127,12 @@ class Store:
     revision: int = 1
     _uids: int = 0
     _names: int = 0
+    by_resource: dict[str, dict[Key, Obj]] = field(default_factory=dict)
+    """`objects` by resource, in `objects`' order (each is kept by the same insertions and removals): `items`
+    reads one resource without scanning them all."""
+    versions: dict[str, int] = field(default_factory=dict)
+    """The revision of each resource's last write: a reader that derives something from one resource's objects
+    may keep it while this stays the same (objects are never changed in place, a write replaces them)."""
 
     # --- the clock ------------------------------------------------------------------------------------------
 
@@ -118,11 +146,22 @@ class Store:
         return self.objects.get(key)
 
     def items(self, resource: str, namespace: str | None = None) -> list[Obj]:
-        return [
-            obj
-            for (res, ns, _), obj in self.objects.items()
-            if res == resource and (namespace is None or ns == namespace)
-        ]
+        objects = self.by_resource.get(resource)
+        if not objects:
+            return []
+        if namespace is None:
+            return list(objects.values())
+        return [obj for (_, ns, _), obj in objects.items() if ns == namespace]
+
+    def version(self, resource: str) -> int:
+        """The revision of `resource`'s last write (0: none yet)."""
+        return self.versions.get(resource, 0)
+
+    def last_write(self, resources: tuple[str, ...]) -> int:
+        """The revision of the last write of any of `resources`: it changes when one of them is written (each write
+        takes a revision greater than every earlier one), so it can stand for all their versions in a key."""
+        versions = self.versions
+        return max([versions.get(resource, 0) for resource in resources])
 
     def _snapshot(self, resource: str, namespace: str, at: int) -> list[Obj]:
         latest: dict[Key, Obj | None] = {}
@@ -152,8 +191,13 @@ class Store:
                 entry["subresource"] = "status"
             metadata["managedFields"] = [*entries, entry]
             self.objects[key] = obj
+            self.by_resource.setdefault(key[0], {})[key] = obj
         else:
             self.objects.pop(key, None)
+            self.by_resource.get(key[0], {}).pop(key, None)
+        self.versions[key[0]] = self.revision
+        if old is None or obj is None:
+            self.versions[MEMBERSHIP] = self.revision
         self.history.setdefault(key[0], []).append((self.revision, key, obj))
         if self.listener is not None and key[0] in ("pods", "trainjobs"):
             resource = TRAINJOBS_EVENT_RESOURCE if key[0] == "trainjobs" else "pods"
@@ -162,7 +206,7 @@ class Store:
             self.listener(WatchEvent(self.revision, kind, resource, key, last, old))  # type: ignore[arg-type]
 
     def create(self, resource: str, namespace: str, body: Mapping[str, Any], manager: str) -> Obj | p.ApiFailure:
-        obj = copy.deepcopy(dict(body))
+        obj: Obj = clone(dict(body))
         metadata = obj.setdefault("metadata", {})
         if not metadata.get("name") and metadata.get("generateName"):
             self._names += 1
@@ -194,7 +238,7 @@ class Store:
                 f"Operation cannot be fulfilled on {resource} {key[2]}: the object has been modified; please apply "
                 "your changes to the latest version and try again"
             )
-        obj = copy.deepcopy(dict(body))
+        obj: Obj = clone(dict(body))
         for kept in ("uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "generation"):
             if kept in old["metadata"]:
                 obj["metadata"][kept] = old["metadata"][kept]
@@ -202,7 +246,7 @@ class Store:
                 obj["metadata"].pop(kept, None)
         obj["metadata"]["managedFields"] = old["metadata"].get("managedFields") or []
         if "status" in old:
-            obj["status"] = copy.deepcopy(old["status"])  # the main resource's PUT does not write status
+            obj["status"] = clone(old["status"])  # the main resource's PUT does not write status
         self._commit(key, obj, old, manager, False)
         return self._maybe_gone(key, manager) or obj
 
@@ -212,7 +256,7 @@ class Store:
         old = self.objects.get(key)
         if old is None:
             return False
-        obj = copy.deepcopy(old)
+        obj = clone(old)
         change(obj)
         self._commit(key, obj, old, manager, status)
         self._maybe_gone(key, manager)
@@ -223,7 +267,7 @@ class Store:
         old = self.objects.get(key)
         if old is None:
             return False
-        obj = copy.deepcopy(old)
+        obj = clone(old)
         metadata = obj["metadata"]
         if key[0] == "pods":
             spec, phase = obj.get("spec") or {}, (obj.get("status") or {}).get("phase")
@@ -267,20 +311,21 @@ class Store:
             return {"date": self.server_time()}
         if isinstance(request, p.GetNode):
             found = self.objects.get(("nodes", "", request.name))
-            return copy.deepcopy(found) if found is not None else not_found(f'nodes "{request.name}"')
+            return clone(found) if found is not None else not_found(f'nodes "{request.name}"')
         if isinstance(request, p.GetObject):
             found = self.objects.get((request.coords.plural, request.namespace or "", request.name))
             if found is None:
                 return not_found(f'{request.coords.plural} "{request.name}"')
-            return copy.deepcopy(found)
+            copied: Obj = clone(found)
+            return copied
         if isinstance(request, p.ListObjects):
             return self._list(request)
         if isinstance(request, p.ReplaceObject):
             answer = self.replace(request.coords.plural, request.body, manager)
-            return answer if isinstance(answer, p.ApiFailure) else copy.deepcopy(answer)
+            return answer if isinstance(answer, p.ApiFailure) else clone(answer)
         if isinstance(request, p.CreateObject):
             answer = self.create(request.coords.plural, request.namespace, request.body, manager)
-            return answer if isinstance(answer, p.ApiFailure) else copy.deepcopy(answer)
+            return answer if isinstance(answer, p.ApiFailure) else clone(answer)
         raise TypeError(f"no answer for {request!r}")
 
     def _list(self, request: p.ListObjects) -> p.Response:
@@ -297,14 +342,75 @@ class Store:
         else:
             at, offset = self.revision, 0
             selector = _selector(request.label_selector)
-            items = sorted(
-                (o for (res, ns, _), o in self.objects.items() if res == resource and ns == namespace),
-                key=lambda o: str(o["metadata"]["name"]),
-            )
+            items = sorted(self.items(resource, namespace), key=lambda o: str(o["metadata"]["name"]))
             items = [o for o in items if selector(_labels(o))]
         limit = request.limit or len(items) or 1
         page = items[offset : offset + limit]
         metadata: Obj = {"resourceVersion": str(at)}
         if offset + limit < len(items):
             metadata["continue"] = f"{at}:{offset + limit}"
-        return {"kind": "List", "metadata": metadata, "items": copy.deepcopy(page)}
+        return {"kind": "List", "metadata": metadata, "items": clone(page)}
+
+
+# --- derived values kept while what they were derived from stays the same -----------------------------------------
+
+
+def describe(value: Any, depth: int = 0) -> Any:
+    """A comparable account of `value` for `Memo`'s check: functions by their code and what they captured
+    (defaults and closure cells), dataclasses (an action) field by field, dicts, lists and tuples item by item, any
+    other object by its identity (the world, a generator: the same object either way)."""
+    if depth > 200:
+        return ("deep", id(value))
+    kind = type(value)
+    if kind in _ATOMS:
+        return value
+    if kind is dict:
+        return {key: describe(item, depth + 1) for key, item in value.items()}
+    if kind in (list, tuple):
+        return (kind.__name__, [describe(item, depth + 1) for item in value])
+    if callable(value) and hasattr(value, "__code__"):
+        cells = [cell.cell_contents for cell in value.__closure__ or ()]
+        return (
+            "function",
+            value.__qualname__,
+            describe(value.__defaults__ or (), depth + 1),
+            describe(cells, depth + 1),
+        )
+    if is_dataclass(value) and not isinstance(value, type):
+        return (kind.__name__, [describe(getattr(value, f.name), depth + 1) for f in fields(value)])
+    return ("object", kind.__name__, id(value))
+
+
+@dataclass
+class Memo:
+    """Values derived from the store (a controller's enabled actions) kept while their key (the versions of the
+    resources they read, and whatever else they read) stays the same: the search rebuilt every controller's actions
+    at every step, most of it from objects that had not changed since the step before.
+
+    Exact only if the key names everything the derivation reads and the derivation draws nothing from an RNG;
+    `check` (the environment's `SIM_CHECK_MEMO=1`, `fingerprint.py --check-memo`) derives again at every hit and
+    raises if the result (`describe`) or the `watch`ed state (the RNGs) differs: run it after changing a
+    memoised controller."""
+
+    check: bool = field(default_factory=lambda: os.environ.get("SIM_CHECK_MEMO") == "1")
+    watch: Callable[[], object] | None = None
+    held: dict[str, tuple[Hashable, Any]] = field(default_factory=dict)
+    hits: int = 0
+    misses: int = 0
+
+    def get(self, name: str, key: Hashable, derive: Callable[[], Any]) -> Any:
+        held = self.held.get(name)
+        if held is not None and held[0] == key:
+            self.hits += 1
+            if self.check:
+                before = self.watch() if self.watch is not None else None
+                again = derive()
+                if self.watch is not None and self.watch() != before:
+                    raise AssertionError(f"memo {name}: the derivation draws from an RNG; it cannot be kept")
+                if describe(again) != describe(held[1]):
+                    raise AssertionError(f"memo {name}: derived again under the same key {key!r}, it differs")
+            return held[1]
+        self.misses += 1
+        value = derive()
+        self.held[name] = (key, value)
+        return value

@@ -87,7 +87,7 @@ from airflow_provider_dispatch_lab.simulated.workloads import jobset_jobs as jj
 from airflow_provider_dispatch_lab.simulated.workloads import trainer_build as tb
 from airflow_provider_dispatch_lab.truth.overlap import AdmissionLedger, OverlapRecorder, ProcessRecord
 
-from .store import Key, Obj, Store, stamp
+from .store import MEMBERSHIP, Key, Memo, Obj, Store, stamp
 
 #: an action or a write in flight: called with no arguments (the lambdas bind theirs as defaults)
 Thunk = Callable[..., object]
@@ -239,7 +239,7 @@ class Config:
         return max(RULE_DEFAULT_SKEW, 2 * self.skew)
 
 
-@dataclass
+@dataclass(slots=True)
 class Action:
     label: str
     weight: float
@@ -287,6 +287,7 @@ class World:
         self.created_at: dict[str, int] = {}
         self.bound_at: dict[str, int] = {}
         self.holds: dict[str, list[int]] = {}
+        self.memo = Memo(watch=lambda: (self.rng.getstate(), self.env.getstate()))
         self._setup()
 
     # --- set-up and truth ----------------------------------------------------------------------------------
@@ -480,8 +481,15 @@ class World:
         found: list[Action] = []
         for who in sorted(self.flights):
             found.append(Action(f"land:{who}", self.config.landing, lambda who=who: self._land(who)))
-        found += self._trainer() + self._jobset() + self._job_controller() + self._scheduler()
-        found += self._kubelets() + self._node_lifecycle() + self._podgc() + self._gc()
+        found += self._kept(self._trainer, ("trainjobs", "jobsets", "clustertrainingruntimes"), "trainer:")
+        found += self._kept(self._jobset, ("jobsets", "jobs"), "jobset:")
+        failures = tuple((job, tuple(times)) for job, times in self.failures.items())
+        found += self._kept(self._job_controller, ("jobs", "pods"), "job:", failures, self.clock if failures else None)
+        found += self._kept(self._scheduler, ("nodes", "pods"), "bind:")
+        heartbeats = tuple(machine.heartbeat for machine in self.machines.values())
+        found += self._kubelets() + self._kept(self._node_lifecycle, ("nodes",), "", self.clock, heartbeats)
+        found += self._kept(self._podgc, ("nodes", "pods"), "", self.clock)  # its absent_since: a no-op on a hit
+        found += self._kept(self._gc, ("jobsets", "jobs", "pods", MEMBERSHIP), "")
         found += self._callers() + self._people()
         # a kubelet that runs and hears the API acts within its world's `kubelet_lag` of a pod change, and sends a
         # due heartbeat within KUBELET_REACTION: time
@@ -497,10 +505,25 @@ class World:
         )
         if deadline is None or deadline > self.clock:
             cap = None if deadline is None else deadline - self.clock
-            for seconds, weight in TICKS:
-                step = seconds if cap is None else min(seconds, cap)
-                found.append(Action(f"tick:{seconds:g}", weight, lambda s=step: self.advance(s)))
+            found += self.memo.get("ticks", cap, lambda: self._ticks(cap))
         return found
+
+    def _ticks(self, cap: float | None) -> list[Action]:
+        found = []
+        for seconds, weight in TICKS:
+            step = seconds if cap is None else min(seconds, cap)
+            found.append(Action(f"tick:{seconds:g}", weight, lambda s=step: self.advance(s)))
+        return found
+
+    def _kept(
+        self, derive: Callable[[], list[Action]], reads: tuple[str, ...], busy: str, *extra: object
+    ) -> list[Action]:
+        """A controller's actions, derived again only when what it reads changed: the resources `reads`, its keys
+        in flight (`busy`: their prefix) and `extra` (`store.Memo`; a controller kept so reads nothing else)."""
+        flying = tuple(sorted(who for who in self.flights if who.startswith(busy))) if busy else ()
+        key = (self.store.last_write(reads), flying, extra)
+        kept: list[Action] = self.memo.get(derive.__name__, key, derive)
+        return kept
 
     def step(self, label: str | None = None) -> str | None:
         """One action: the one labelled `label` (None if it is not enabled now), else one the RNG draws."""
