@@ -612,9 +612,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--check", action="store_true", help="only check that every snippet matches once")
     parser.add_argument(
         "--judge",
-        choices=("model", "sim"),
+        choices=("model", "sim", "tests"),
         default="model",
-        help="who kills: the live-lab model (default) or the deterministic simulation's search (tests/reliability/sim)",
+        help="who kills: the live-lab model (default), the deterministic simulation's search (tests/reliability/sim) "
+        "or the directed tests (--tests; mutation_tests_judge.py)",
+    )
+    parser.add_argument(
+        "--tests",
+        action="append",
+        default=[],
+        help="--judge tests: a test path to run against each mutant (repeatable; default tests/dispatch)",
     )
     parser.add_argument("--sim-seeds", type=int, default=2000, help="--judge sim: seeds per mutant before it survives")
     parser.add_argument("--sim-steps", type=int, default=600, help="--judge sim: steps per simulated schedule")
@@ -665,6 +672,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         options.source = snapshot(Path(frozen))
         if options.judge == "sim":
             return _sim_gate(chosen, options)
+        if options.judge == "tests":
+            sys.path.insert(0, str(ROOT / "tests"))
+            from reliability.mutation_tests_judge import tests_gate
+
+            return tests_gate(chosen, options, materialise, ROOT / "pyproject.toml")
         return _gate(chosen, options)
 
 
