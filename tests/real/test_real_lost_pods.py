@@ -157,6 +157,36 @@ def _pod_exists(steps: RealSteps, pod: str) -> bool:
     return pod in [p.metadata.name for p in steps.core.list_namespaced_pod(steps.namespace).items]
 
 
+async def _kept_force_deleted_then_fenced(
+    steps: RealSteps, writer: Either, name: str, where: tuple[str, str, str], *, admission: int
+) -> None:
+    """Cases 1 and 2 from the refused release on: it keeps the pod (`where`: name, uid, node) under its lost node
+    in the record; a person force-deletes it; the next release still refuses, naming it on its `Ready=Unknown`
+    node, while its process runs; once the node is fenced, execution `admission` is admitted, with no overlap."""
+    pod, uid, node = where
+    ref = f"{steps.namespace}/{name}"
+    with pytest.raises(PodsRemainError):
+        await until("release", lambda: writer.call("release", ref), retry=SETTLED)
+    grown = json.loads(steps.trainjob(name)["metadata"]["annotations"][v.ANNOTATION_EXECUTION_PODS])
+    assert grown["nodes"] == {node: [pod]}
+    assert grown.get("unscheduled", []) == []
+
+    steps.core.delete_namespaced_pod(pod, steps.namespace, grace_period_seconds=0)  # kubectl delete --force
+    steps.wait("the pod object gone", lambda: not _pod_exists(steps, pod) or None)
+    with pytest.raises(PodsRemainError) as blocked:
+        await until("release", lambda: writer.call("release", ref), retry=SETTLED)
+    assert f"{pod} on {node} (Ready=Unknown" in str(blocked.value)
+    assert steps.process_runs(uid)
+    assert steps.overlaps(name) == []
+
+    steps.node("b")
+    steps.fence(node)
+    admitted = await until("release", lambda: writer.call("release", ref), retry=DRAINED)
+    assert admitted == Execution(name, "1", admission)
+    steps.running_pods(name, 1, admission=admission)
+    assert steps.overlaps(name) == []
+
+
 async def test_the_pod_fence_refuses_a_force_deletion_and_lets_podgc_through(
     steps: RealSteps, writer: Either, fenced: None
 ) -> None:
@@ -242,25 +272,7 @@ async def test_case_1_a_pod_recorded_without_a_node_is_kept_under_its_node(
         lambda: steps.core.read_namespaced_pod(pod, steps.namespace).metadata.deletion_timestamp or None,
     )
     steps.wait_ready(node, "Unknown")
-    with pytest.raises(PodsRemainError):
-        await until("release", lambda: writer.call("release", ref), retry=SETTLED)
-    grown = json.loads(steps.trainjob(name)["metadata"]["annotations"][v.ANNOTATION_EXECUTION_PODS])
-    assert grown["nodes"] == {node: [pod]}
-    assert grown.get("unscheduled", []) == []
-
-    steps.core.delete_namespaced_pod(pod, steps.namespace, grace_period_seconds=0)  # kubectl delete --force
-    steps.wait("the pod object gone", lambda: not _pod_exists(steps, pod) or None)
-    with pytest.raises(PodsRemainError) as blocked:
-        await until("release", lambda: writer.call("release", ref), retry=SETTLED)
-    assert f"{pod} on {node} (Ready=Unknown" in str(blocked.value)
-    assert steps.process_runs(uid)
-    assert steps.overlaps(name) == []
-
-    steps.node("b")
-    steps.fence(node)
-    assert await until("release", lambda: writer.call("release", ref), retry=DRAINED) == Execution(name, "1", 3)
-    steps.running_pods(name, 1, admission=3)
-    assert steps.overlaps(name) == []
+    await _kept_force_deleted_then_fenced(steps, writer, name, (pod, uid, node), admission=3)
 
 
 async def test_case_3_a_namesake_waits_for_the_job_its_predecessor_left(
@@ -363,24 +375,7 @@ async def test_case_2_a_pod_created_after_the_record_is_kept_under_its_node(
         lambda: steps.core.read_namespaced_pod(pod, steps.namespace).metadata.deletion_timestamp or None,
     )
     steps.wait_ready(node, "Unknown")
-    with pytest.raises(PodsRemainError):
-        await until("release", lambda: writer.call("release", ref), retry=SETTLED)
-    grown = json.loads(steps.trainjob(name)["metadata"]["annotations"][v.ANNOTATION_EXECUTION_PODS])
-    assert grown["nodes"] == {node: [pod]}
-
-    steps.core.delete_namespaced_pod(pod, steps.namespace, grace_period_seconds=0)  # kubectl delete --force
-    steps.wait("the pod object gone", lambda: not _pod_exists(steps, pod) or None)
-    with pytest.raises(PodsRemainError) as blocked:
-        await until("release", lambda: writer.call("release", ref), retry=SETTLED)
-    assert f"{pod} on {node} (Ready=Unknown" in str(blocked.value)
-    assert steps.process_runs(uid)
-    assert steps.overlaps(name) == []
-
-    steps.node("b")
-    steps.fence(node)
-    assert await until("release", lambda: writer.call("release", ref), retry=DRAINED) == Execution(name, "1", 2)
-    steps.running_pods(name, 1, admission=2)
-    assert steps.overlaps(name) == []
+    await _kept_force_deleted_then_fenced(steps, writer, name, (pod, uid, node), admission=2)
 
 
 def _settled(status: Status) -> bool:
