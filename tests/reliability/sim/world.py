@@ -124,7 +124,7 @@ def _semantics() -> Any:
 
 def _skew_option(seconds: float) -> dict[str, float]:
     """The programs' `clock_skew_seconds`, for code that has it (the code before issue 26 has not: it assumed one
-    clock, and its worlds keep the skew within the default bound's reach only by chance)."""
+    clock, so against it the worlds' skew is a fault it was not built for, finding 5)."""
     if "clock_skew_seconds" not in inspect.signature(p.release).parameters:
         return {}
     return {"clock_skew_seconds": seconds}
