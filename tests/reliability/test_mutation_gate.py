@@ -19,6 +19,7 @@ from .mutation_gate import (
     snapshot,
     weights_of,
 )
+from .mutation_tests_judge import FAILED, PASSED, run_tests
 
 
 @pytest.mark.parametrize("mutant", MUTANTS, ids=[m.name for m in MUTANTS])
@@ -79,3 +80,17 @@ def test_weights_bias_the_generator_and_refuse_what_the_model_lacks() -> None:
     for wrong in ("no_such_rule=3", "relabel=-1", "relabel=many", "relabel"):
         with pytest.raises(ValueError, match="--weight"):
             weights_of([wrong])
+
+
+def test_the_tests_judge_tells_failing_tests_from_passing_ones(tmp_path: Path) -> None:
+    """`--judge tests` kills a mutant when the tests fail on its copy (pytest exit 1) and names the first failing
+    test; it passes (exit 0) on a copy where they pass. A copy here is a folder with one test file."""
+    ini = Path(__file__).resolve().parents[2] / "pyproject.toml"
+    for name, body, expected in (("good", "assert 1 + 1 == 2", PASSED), ("bad", "assert 1 + 1 == 3", FAILED)):
+        root = tmp_path / name
+        (root / "tests").mkdir(parents=True)
+        (root / "tests" / "test_one.py").write_text(f"def test_sum() -> None:\n    {body}\n")
+        code, summary, _ = run_tests(root, ["tests"], ini)
+        assert code == expected, summary
+        if expected == FAILED:
+            assert summary.startswith("FAILED tests/test_one.py::test_sum"), summary
