@@ -83,10 +83,10 @@ def test_a_pod_force_deleted_on_a_lost_node_still_blocks(world: World) -> None:
 def test_a_deleted_node_is_taken_as_proof_of_its_machines_end(world: World, machine: str) -> None:
     """Deleted means ceased (DESIGN §4), but not on a single 404 (issue 26, finding 4): only once the pod's grace
     plus the returned-node margin and the skew bound have passed since a writer's check first found the Node gone
-    (fencing.py `judged_nodes`). PodGC agrees that it is gone: after its 40 s quarantine and a live GET it
-    force-deletes the orphaned pods (k8s-apis §5.5). Right when the machine is off; when it is merely frozen (it
-    cannot hear the deletion), the old process runs on beside the new execution, and the recorder shows the cost
-    of the judgement (docs/reliability.md: outside the promise)."""
+    with no pod that may run listed on it (fencing.py `judged_nodes`). PodGC agrees that it is gone: after its
+    40 s quarantine and a live GET it force-deletes the orphaned pods (k8s-apis §5.5). Right when the machine is
+    off; when it is merely frozen (it cannot hear the deletion), the old process runs on beside the new execution,
+    and the recorder shows the cost of the judgement (docs/reliability.md: outside the promise)."""
     pod, node = only_process(world)
     do(world, Step.of("freeze", host=0), Step.of("hold", obj=0, caller=0), *SILENCE)
     blocked = release(world)
@@ -103,9 +103,12 @@ def test_a_deleted_node_is_taken_as_proof_of_its_machines_end(world: World, mach
     assert f"{pod} on {node} (gone, not yet proof)" in str(still.error)
 
     do(world, Step.of("advance", seconds=50))  # PodGC: quarantine, GET, Failed + DeletionByPodGC, delete
-    waiting = release(world)  # the pod's object is gone, and the deletion is not proof yet: it still blocks
+    # the pod's object is gone: this check is the first that lists no pod on the deleted Node, and the wait starts
+    # from it (a machine that runs stops the pod only once its object is deleted)
+    waiting = release(world)
     assert isinstance(waiting.error, PodsRemainError), waiting.describe()
-    do(world, Step.of("advance", seconds=confirming_seconds(30) + DEFAULT_CLOCK_SKEW_SECONDS - 50 + 1))
+    assert f"{pod} on {node} (gone, not yet proof)" in str(waiting.error)
+    do(world, Step.of("advance", seconds=confirming_seconds(30) + DEFAULT_CLOCK_SKEW_SECONDS + 1))
     admitted = release(world)
     assert admitted.execution is not None, admitted.describe()
     assert admitted.execution.admission == 2
