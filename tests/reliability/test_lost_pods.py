@@ -223,8 +223,8 @@ def slow_world() -> Iterator[World]:
 def test_finding_4_a_deleted_node_whose_machine_runs_is_not_proof_at_once(slow_world: World) -> None:
     """`kubectl delete node` on a node that was Ready a moment ago, its machine on and connected: PodGC
     force-deletes the orphaned pod after its 40 s quarantine, while the kubelet is still stopping the process
-    (200 s after SIGTERM). The release's check records when it first found the Node gone, and the deletion is
-    proof only the pod's grace plus 60 s and the skew bound later."""
+    (200 s after SIGTERM). The release's check records when it first found the Node gone with no pod listed on
+    it, and the deletion is proof only the pod's grace plus 60 s and the skew bound later."""
     world = slow_world
     pod, node = only_process(world)
     do(world, Step.of("hold", obj=0, caller=0), SETTLE)
