@@ -122,12 +122,14 @@ def _semantics() -> Any:
     return _JOB_SEMANTICS
 
 
+#: whether the programs take `clock_skew_seconds` (the code before issue 26 does not), read once per process
+_PROGRAMS_TAKE_SKEW = "clock_skew_seconds" in inspect.signature(p.release).parameters
+
+
 def _skew_option(seconds: float) -> dict[str, float]:
     """The programs' `clock_skew_seconds`, for code that has it (the code before issue 26 has not: it assumed one
     clock, so against it the worlds' skew is a fault it was not built for, finding 5)."""
-    if "clock_skew_seconds" not in inspect.signature(p.release).parameters:
-        return {}
-    return {"clock_skew_seconds": seconds}
+    return {"clock_skew_seconds": seconds} if _PROGRAMS_TAKE_SKEW else {}
 
 
 def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
