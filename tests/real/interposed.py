@@ -47,6 +47,7 @@ from airflow_provider_dispatch_lab.real.pki import make_pki
 from airflow_provider_dispatch_lab.real.processes import wait_for
 
 T = TypeVar("T")
+S = TypeVar("S", bound="_LoopbackServer")
 Obj = dict[str, Any]
 TIMEOUT_SECONDS = 30
 """The webhook's `timeoutSeconds`: the most `admissionregistration.k8s.io/v1` allows (1 to 30, default 10)."""
@@ -97,6 +98,41 @@ async def _serve(app: web.Application, context: ssl.SSLContext) -> tuple[web.App
     return runner, int(port)
 
 
+class _LoopbackServer:
+    """An HTTPS server on 127.0.0.1 served from a loop thread of its own, for the length of a `with` block: a
+    subclass's `_start` serves it (`_serve`) and returns the port, `_url` names it, `_stop` cleans up."""
+
+    def __init__(self, thread_name: str) -> None:
+        self.url = ""
+        self._thread = LoopThread(thread_name)
+        self._runner: web.AppRunner | None = None
+
+    def __enter__(self: S) -> S:
+        try:
+            port = self._thread.run(self._start)
+        except BaseException:
+            self._thread.close()
+            raise
+        self.url = self._url(port)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        try:
+            self._thread.run(self._stop)
+        finally:
+            self._thread.close()
+
+    async def _start(self) -> int:
+        raise NotImplementedError
+
+    def _url(self, port: int) -> str:
+        return f"https://127.0.0.1:{port}"
+
+    async def _stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+
+
 def _serving_context(cert: Path, key: Path) -> ssl.SSLContext:
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     context.load_cert_chain(str(cert), str(key))
@@ -108,7 +144,7 @@ def later_date(date: str, seconds: float) -> str:
     return email.utils.format_datetime(email.utils.parsedate_to_datetime(date) + timedelta(seconds=seconds), True)
 
 
-class ClockAheadReplica:
+class ClockAheadReplica(_LoopbackServer):
     """The real API server as a second replica whose clock runs `ahead` seconds ahead (module docstring). Use as a
     context manager; `kubeconfig(identity, namespace)` reaches the API server through it."""
 
@@ -117,29 +153,12 @@ class ClockAheadReplica:
             raise RuntimeError("the real cluster is not started")
         self.cluster = cluster
         self.ahead = ahead
-        self.url = ""
         self.version_answers = 0
         """How many `GET /version` answers it moved (a test's check that its caller went through it)."""
         self._serving = _serving_context(cluster.pki.serving_cert, cluster.pki.serving_key)
         self._upstream = ssl.create_default_context(cafile=str(cluster.ca_file))
-        self._thread = LoopThread("clock-ahead-replica")
-        self._runner: web.AppRunner | None = None
         self._session: aiohttp.ClientSession | None = None
-
-    def __enter__(self) -> ClockAheadReplica:
-        try:
-            port = self._thread.run(self._start)
-        except BaseException:
-            self._thread.close()
-            raise
-        self.url = f"https://127.0.0.1:{port}"
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        try:
-            self._thread.run(self._stop)
-        finally:
-            self._thread.close()
+        super().__init__("clock-ahead-replica")
 
     def kubeconfig(self, identity: str, namespace: str) -> Path:
         """The identity's kubeconfig (`RealCluster.kubeconfig`), its server this replica."""
@@ -157,8 +176,7 @@ class ClockAheadReplica:
         return port
 
     async def _stop(self) -> None:
-        if self._runner is not None:
-            await self._runner.cleanup()
+        await super()._stop()
         if self._session is not None:
             await self._session.close()
 
@@ -193,38 +211,29 @@ class ClockAheadReplica:
             return answer
 
 
-class HeldCreations:
+class HeldCreations(_LoopbackServer):
     """A validating webhook on 127.0.0.1 that allows every request it is sent; between `hold()` and `let_go()`
     it holds its answer to each (not dry-run) request until `let_go()` (module docstring). `install` registers it
     for the pod creations of one user in one namespace."""
 
     def __init__(self, workdir: Path) -> None:
         self.pki = make_pki(workdir)
-        self.url = ""
         self.held: list[Obj] = []
         """The admission requests it held (or holds), in arrival order."""
         self.dry_runs = 0
         self._arrived: list[float] = []
         self._lock = threading.Lock()
-        self._thread = LoopThread("held-creations")
         self._released: asyncio.Event | None = None
-        self._runner: web.AppRunner | None = None
+        super().__init__("held-creations")
 
-    def __enter__(self) -> HeldCreations:
-        try:
-            port = self._thread.run(self._start)
-        except BaseException:
-            self._thread.close()
-            raise
-        self.url = f"https://127.0.0.1:{port}/validate"
-        return self
+    def _url(self, port: int) -> str:
+        return f"https://127.0.0.1:{port}/validate"
 
     def __exit__(self, *exc: object) -> None:
         try:
             self.let_go()
-            self._thread.run(self._stop)
         finally:
-            self._thread.close()
+            super().__exit__(*exc)
 
     def requests(self) -> list[Obj]:
         with self._lock:
@@ -259,10 +268,6 @@ class HeldCreations:
         app.router.add_post("/validate", self._review)
         self._runner, port = await _serve(app, _serving_context(self.pki.serving_cert, self.pki.serving_key))
         return port
-
-    async def _stop(self) -> None:
-        if self._runner is not None:
-            await self._runner.cleanup()
 
     async def _review(self, request: web.Request) -> web.Response:
         """An `AdmissionReview` (admission.k8s.io/v1): allowed, once let go (a dry run at once)."""

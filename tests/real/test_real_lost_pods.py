@@ -160,11 +160,17 @@ def _pod_exists(steps: RealSteps, pod: str) -> bool:
 async def _kept_force_deleted_then_fenced(
     steps: RealSteps, writer: Either, name: str, where: tuple[str, str, str], *, admission: int
 ) -> None:
-    """Cases 1 and 2 from the refused release on: it keeps the pod (`where`: name, uid, node) under its lost node
-    in the record; a person force-deletes it; the next release still refuses, naming it on its `Ready=Unknown`
-    node, while its process runs; once the node is fenced, execution `admission` is admitted, with no overlap."""
+    """Cases 1 and 2 from the loss of the pod's node on: the Job controller's deletion of the pod (`where`: name,
+    uid, node) lands and the node shows `Ready=Unknown`; the refused release keeps the pod under its lost node in
+    the record; a person force-deletes it; the next release still refuses, naming it on its `Ready=Unknown` node,
+    while its process runs; once the node is fenced, execution `admission` is admitted, with no overlap."""
     pod, uid, node = where
     ref = f"{steps.namespace}/{name}"
+    steps.wait(
+        "the Job controller deletes the pod",
+        lambda: steps.core.read_namespaced_pod(pod, steps.namespace).metadata.deletion_timestamp or None,
+    )
+    steps.wait_ready(node, "Unknown")
     with pytest.raises(PodsRemainError):
         await until("release", lambda: writer.call("release", ref), retry=SETTLED)
     grown = json.loads(steps.trainjob(name)["metadata"]["annotations"][v.ANNOTATION_EXECUTION_PODS])
@@ -267,11 +273,6 @@ async def test_case_1_a_pod_recorded_without_a_node_is_kept_under_its_node(
         (bound,) = steps.running_pods(name, 1, admission=2)
         uid = bound.metadata.uid
         steps.set_state(node, "lost")
-    steps.wait(
-        "the Job controller deletes the pod",
-        lambda: steps.core.read_namespaced_pod(pod, steps.namespace).metadata.deletion_timestamp or None,
-    )
-    steps.wait_ready(node, "Unknown")
     await _kept_force_deleted_then_fenced(steps, writer, name, (pod, uid, node), admission=3)
 
 
@@ -370,11 +371,6 @@ async def test_case_2_a_pod_created_after_the_record_is_kept_under_its_node(
         (created,) = steps.running_pods(name, 1, admission=1)
         pod, uid, node = created.metadata.name, created.metadata.uid, created.spec.node_name
         steps.set_state(node, "lost")
-    steps.wait(
-        "the Job controller deletes the pod",
-        lambda: steps.core.read_namespaced_pod(pod, steps.namespace).metadata.deletion_timestamp or None,
-    )
-    steps.wait_ready(node, "Unknown")
     await _kept_force_deleted_then_fenced(steps, writer, name, (pod, uid, node), admission=2)
 
 
